@@ -1,1 +1,34 @@
-//! x
+//! Our Kafka client: connections, version negotiation, metadata, leader routing, and the typed calls
+//! the replicator and the control plane need, with record data kept as raw `Bytes`.
+//!
+//! Owns sockets to brokers and everything about talking to one cluster. Does not own: what to copy or
+//! when (that is `replicator/`), nor serving clients (`proxy/`). Uses `protocol/` for framing and
+//! batches, and the `kafka-protocol` crate for message bodies.
+//!
+//! ```text
+//!   Client (cluster.rs, calls.rs)
+//!     ├── Metadata cache ── leader routing, refreshed on NotLeader / unknown topic
+//!     └── BrokerConnection per broker (connection.rs)
+//!           ├── writer task: whole frames from a bounded queue
+//!           └── reader task: responses matched by correlation id
+//! ```
+
+mod backoff;
+mod calls;
+mod cluster;
+mod connection;
+mod error;
+mod security;
+mod versions;
+
+pub use backoff::{Backoff, BackoffConfig};
+pub use calls::{
+    AlterConfigOp, ClusterDescription, ConfigEntry, ConfigResource, FetchPartitionSpec, FetchSession, FetchSpec,
+    FetchedPartition, IsolationLevel, NewTopic, OffsetSpec, ProduceOptions, ProducePartition, Produced, ProducerState,
+    TxnMarker,
+};
+pub use cluster::{BrokerInfo, Client, ClientConfig, Metadata, PartitionInfo, TopicInfo};
+pub use connection::{BrokerConnection, ConnectionConfig};
+pub use error::{ClientError, ConnectionError, Target};
+pub use security::{SaslMechanism, SaslSettings, SecurityConfig, SecurityProtocol, TlsSettings};
+pub use versions::{BrokerVersions, VersionPins};

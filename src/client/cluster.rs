@@ -1,0 +1,414 @@
+//! The cluster-level client: bootstrap, metadata, one connection per broker, leader routing.
+//!
+//! ```text
+//!   Client ──metadata()──► any broker (bootstrap list first, then known brokers)
+//!     │
+//!     ├── leader_of(topic, partition) ── cached Metadata, refreshed on NotLeader/unknown errors
+//!     └── connection(broker id) ──► BrokerConnection (one per broker; replaced when poisoned,
+//!                                    reconnect attempts spaced by Backoff)
+//! ```
+//!
+//! Reads (metadata, fetch, list offsets, describe calls) are retried here with backoff. Writes that
+//! may be applied twice (Produce, WriteTxnMarkers) are never retried here: their callers reconcile.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::protocol::StrBytes;
+use tracing::{debug, warn};
+use uuid::Uuid;
+
+use super::backoff::{Backoff, BackoffConfig};
+use super::connection::{BrokerConnection, ConnectionConfig};
+use super::error::{ClientError, ConnectionError, Target};
+use crate::protocol::ErrorCode;
+
+/// Settings of a cluster client.
+#[derive(Debug, Clone, Default)]
+pub struct ClientConfig {
+    /// `bootstrap.servers`: `host:port` entries.
+    pub bootstrap_servers: Vec<String>,
+    /// Per-connection settings (client id, timeouts, frame cap, pins, security).
+    pub connection: ConnectionConfig,
+    /// Spacing of retries and reconnects, and how long a call keeps retrying.
+    pub backoff: BackoffConfig,
+}
+
+impl ClientConfig {
+    /// A config for `bootstrap` (comma-separated `host:port` list) with defaults elsewhere.
+    pub fn new(bootstrap: &str) -> Self {
+        Self {
+            bootstrap_servers: bootstrap.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect(),
+            ..Self::default()
+        }
+    }
+}
+
+/// A broker as the metadata names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerInfo {
+    /// `node.id`.
+    pub id: i32,
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port.
+    pub port: i32,
+    /// Rack, if configured.
+    pub rack: Option<String>,
+}
+
+impl BrokerInfo {
+    /// `host:port`.
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// One partition in the metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// Partition index.
+    pub partition: i32,
+    /// Leader broker id, -1 if none.
+    pub leader: i32,
+    /// Leader epoch.
+    pub leader_epoch: i32,
+    /// Replica broker ids.
+    pub replicas: Vec<i32>,
+    /// In-sync replica broker ids.
+    pub isr: Vec<i32>,
+    /// Partition-level error, if any.
+    pub error: Option<ErrorCode>,
+}
+
+/// One topic in the metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    /// Topic name.
+    pub name: String,
+    /// Topic id (all zero if the broker does not report one).
+    pub topic_id: Uuid,
+    /// Internal topic (`__consumer_offsets`, …).
+    pub is_internal: bool,
+    /// Partitions, sorted by index.
+    pub partitions: Vec<PartitionInfo>,
+}
+
+/// A snapshot of cluster metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    /// The cluster id.
+    pub cluster_id: Option<String>,
+    /// The active controller as brokers see it (-1 if unknown).
+    pub controller_id: i32,
+    /// Brokers by id.
+    pub brokers: BTreeMap<i32, BrokerInfo>,
+    /// Topics by name (only those asked for, or all).
+    pub topics: BTreeMap<String, TopicInfo>,
+}
+
+impl Metadata {
+    fn from_response(response: MetadataResponse) -> (Self, Vec<(String, ErrorCode)>) {
+        let mut errors = Vec::new();
+        let brokers = response
+            .brokers
+            .into_iter()
+            .map(|b| {
+                let info = BrokerInfo {
+                    id: b.node_id.0,
+                    host: b.host.to_string(),
+                    port: b.port,
+                    rack: b.rack.map(|r| r.to_string()),
+                };
+                (info.id, info)
+            })
+            .collect();
+        let mut topics = BTreeMap::new();
+        for t in response.topics {
+            let name = t.name.map(|n| n.0.to_string()).unwrap_or_default();
+            if let Some(code) = ErrorCode::try_from_code(t.error_code) {
+                errors.push((name, code));
+                continue;
+            }
+            let mut partitions: Vec<PartitionInfo> = t
+                .partitions
+                .into_iter()
+                .map(|p| PartitionInfo {
+                    partition: p.partition_index,
+                    leader: p.leader_id.0,
+                    leader_epoch: p.leader_epoch,
+                    replicas: p.replica_nodes.into_iter().map(|b| b.0).collect(),
+                    isr: p.isr_nodes.into_iter().map(|b| b.0).collect(),
+                    error: ErrorCode::try_from_code(p.error_code),
+                })
+                .collect();
+            partitions.sort_by_key(|p| p.partition);
+            topics.insert(
+                name.clone(),
+                TopicInfo { name, topic_id: t.topic_id, is_internal: t.is_internal, partitions },
+            );
+        }
+        let metadata = Self {
+            cluster_id: response.cluster_id.map(|c| c.to_string()),
+            controller_id: response.controller_id.0,
+            brokers,
+            topics,
+        };
+        (metadata, errors)
+    }
+
+    /// The leader of `topic`-`partition`, if known and alive in this snapshot.
+    pub fn leader_of(&self, topic: &str, partition: i32) -> Option<i32> {
+        let p = self.topics.get(topic)?.partitions.iter().find(|p| p.partition == partition)?;
+        (p.leader >= 0 && self.brokers.contains_key(&p.leader)).then_some(p.leader)
+    }
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<BrokerConnection>>>>;
+
+/// An async Kafka client for one cluster.
+#[derive(Debug)]
+pub struct Client {
+    config: ClientConfig,
+    metadata: Mutex<Metadata>,
+    /// One slot per broker id; the async mutex serialises (re)connecting to that broker only.
+    connections: Mutex<HashMap<i32, Slot>>,
+}
+
+impl Client {
+    /// Connects to the first bootstrap server that answers and loads the cluster metadata.
+    ///
+    /// # Errors
+    /// [`ClientError::Config`] for an empty bootstrap list, [`ClientError::Bootstrap`] when none
+    /// answers within the backoff deadline.
+    pub async fn connect(config: ClientConfig) -> Result<Self, ClientError> {
+        if config.bootstrap_servers.is_empty() {
+            return Err(ClientError::Config {
+                key: "bootstrap.servers".to_owned(),
+                message: "no host:port given".to_owned(),
+            });
+        }
+        let client = Self { config, metadata: Mutex::new(Metadata::default()), connections: Mutex::new(HashMap::new()) };
+        client.refresh_metadata(&[]).await?;
+        Ok(client)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// The last metadata snapshot.
+    pub fn cached_metadata(&self) -> Metadata {
+        self.lock_metadata().clone()
+    }
+
+    fn lock_metadata(&self) -> std::sync::MutexGuard<'_, Metadata> {
+        self.metadata.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Fetches metadata for `topics` (all topics if empty), merges it into the cache and returns it.
+    /// Topics that do not exist are absent from the result (their error is logged at debug).
+    ///
+    /// # Errors
+    /// [`ClientError::Bootstrap`] if no broker answers within the backoff deadline.
+    pub async fn refresh_metadata(&self, topics: &[&str]) -> Result<Metadata, ClientError> {
+        let request = MetadataRequest::default().with_topics(if topics.is_empty() {
+            None
+        } else {
+            Some(
+                topics
+                    .iter()
+                    .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string((*t).to_owned())))))
+                    .collect(),
+            )
+        });
+        let mut backoff = Backoff::new(&self.config.backoff);
+        loop {
+            match self.metadata_once(&request).await {
+                Ok(response) => {
+                    let (fresh, errors) = Metadata::from_response(response);
+                    for (topic, code) in errors {
+                        debug!(topic, %code, "metadata: topic error");
+                    }
+                    let mut cached = self.lock_metadata();
+                    cached.cluster_id = fresh.cluster_id.clone();
+                    cached.controller_id = fresh.controller_id;
+                    cached.brokers = fresh.brokers.clone();
+                    if topics.is_empty() {
+                        cached.topics = fresh.topics.clone();
+                    } else {
+                        for t in topics {
+                            cached.topics.remove(*t);
+                        }
+                        cached.topics.extend(fresh.topics.clone());
+                    }
+                    return Ok(fresh);
+                }
+                Err(source) => match backoff.next_delay() {
+                    Some(delay) => {
+                        debug!(error = %source, ?delay, "metadata request failed; retrying");
+                        tokio::time::sleep(delay).await;
+                    }
+                    None => {
+                        return Err(ClientError::Bootstrap { bootstrap: self.config.bootstrap_servers.join(","), source });
+                    }
+                },
+            }
+        }
+    }
+
+    /// One metadata attempt: known brokers first, then the bootstrap list.
+    async fn metadata_once(&self, request: &MetadataRequest) -> Result<MetadataResponse, ConnectionError> {
+        let known: Vec<i32> = self.lock_metadata().brokers.keys().copied().collect();
+        let mut last = None;
+        for id in known {
+            match self.connection(id).await {
+                Ok(conn) => match conn.send(request, None).await {
+                    Ok(r) => return Ok(r),
+                    Err(e) => last = Some(e),
+                },
+                Err(ClientError::Connection { source, .. }) => last = Some(source),
+                Err(_) => {}
+            }
+        }
+        for addr in &self.config.bootstrap_servers {
+            match BrokerConnection::connect(addr, self.config.connection.clone()).await {
+                Ok(conn) => match conn.send(request, None).await {
+                    Ok(r) => return Ok(r),
+                    Err(e) => last = Some(e),
+                },
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| ConnectionError::Closed { addr: self.config.bootstrap_servers.join(",") }))
+    }
+
+    /// The connection to broker `id`, opened (or re-opened after a failure) on demand.
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownBroker`] if the metadata does not name it, [`ClientError::Connection`]
+    /// if it cannot be reached (one attempt; callers retry).
+    pub async fn connection(&self, id: i32) -> Result<Arc<BrokerConnection>, ClientError> {
+        let slot = {
+            let mut map = self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            map.entry(id).or_default().clone()
+        };
+        let mut slot = slot.lock().await;
+        if let Some(conn) = slot.as_ref() {
+            if !conn.is_poisoned() {
+                return Ok(conn.clone());
+            }
+        }
+        let addr = self
+            .lock_metadata()
+            .brokers
+            .get(&id)
+            .map(BrokerInfo::addr)
+            .ok_or(ClientError::UnknownBroker { broker: id })?;
+        let conn = BrokerConnection::connect(&addr, self.config.connection.clone())
+            .await
+            .map_err(|source| ClientError::Connection { broker: id, api_key: ApiKey::ApiVersions, source })?;
+        let conn = Arc::new(conn);
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Any live broker (the controller if known, otherwise the lowest id).
+    pub(crate) fn any_broker(&self) -> Result<i32, ClientError> {
+        let md = self.lock_metadata();
+        if md.brokers.contains_key(&md.controller_id) {
+            return Ok(md.controller_id);
+        }
+        md.brokers.keys().next().copied().ok_or(ClientError::UnknownBroker { broker: -1 })
+    }
+
+    /// The leader of `topic`-`partition`, refreshing metadata once if it is not cached.
+    ///
+    /// # Errors
+    /// [`ClientError::NoLeader`] if the partition has no leader after a refresh.
+    pub async fn leader_of(&self, topic: &str, partition: i32) -> Result<i32, ClientError> {
+        if let Some(id) = self.lock_metadata().leader_of(topic, partition) {
+            return Ok(id);
+        }
+        let fresh = self.refresh_metadata(&[topic]).await?;
+        fresh.leader_of(topic, partition).ok_or_else(|| ClientError::NoLeader { topic: topic.to_owned(), partition })
+    }
+
+    /// The topic id of `topic` (all zero if unknown to this cluster version).
+    ///
+    /// # Errors
+    /// [`ClientError::Broker`] with `UnknownTopicOrPartition` if it does not exist.
+    pub async fn topic_id(&self, topic: &str) -> Result<Uuid, ClientError> {
+        if let Some(t) = self.lock_metadata().topics.get(topic) {
+            return Ok(t.topic_id);
+        }
+        let fresh = self.refresh_metadata(&[topic]).await?;
+        fresh.topics.get(topic).map(|t| t.topic_id).ok_or_else(|| ClientError::Broker {
+            api_key: ApiKey::Metadata,
+            target: Target { topic: Some(topic.to_owned()), ..Target::default() },
+            code: ErrorCode::UnknownTopicOrPartition,
+            message: None,
+        })
+    }
+
+    /// Sends `request` to broker `broker`, mapping transport errors to [`ClientError::Connection`].
+    /// No retry.
+    ///
+    /// # Errors
+    /// Connection errors only; the response's error codes are the caller's to read.
+    pub async fn send_to<R: kafka_protocol::protocol::Request>(
+        &self,
+        broker: i32,
+        request: &R,
+        version: Option<i16>,
+    ) -> Result<R::Response, ClientError> {
+        let api_key = ApiKey::try_from(R::KEY).expect("invariant: every kafka-protocol Request has a known ApiKey");
+        let conn = self.connection(broker).await?;
+        conn.send(request, version).await.map_err(|source| ClientError::Connection { broker, api_key, source })
+    }
+
+    /// Runs `attempt` until it succeeds or fails with an error that retrying cannot fix, refreshing
+    /// metadata when the error says it is stale. For reads and other idempotent calls only.
+    pub(crate) async fn retrying<T, F, Fut>(&self, topics: &[&str], mut attempt: F) -> Result<T, ClientError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let mut backoff = Backoff::new(&self.config.backoff);
+        loop {
+            let error = match attempt().await {
+                Ok(v) => return Ok(v),
+                Err(e) if !e.is_retriable() => return Err(e),
+                Err(e) => e,
+            };
+            let Some(delay) = backoff.next_delay() else {
+                return Err(ClientError::RetriesExhausted {
+                    attempts: backoff.attempts() + 1,
+                    elapsed: backoff.elapsed(),
+                    source: Box::new(error),
+                });
+            };
+            if backoff.attempts() > 3 {
+                warn!(%error, ?delay, "retrying");
+            } else {
+                debug!(%error, ?delay, "retrying");
+            }
+            tokio::time::sleep(delay).await;
+            if error.needs_metadata_refresh() {
+                // A failed refresh is not fatal here; the next attempt reports the real problem.
+                let _ = self.refresh_metadata(topics).await;
+            }
+        }
+    }
+
+    /// Fetches a fresh metadata snapshot including topic ids.
+    ///
+    /// # Errors
+    /// As [`Client::refresh_metadata`].
+    pub async fn metadata(&self, topics: &[&str]) -> Result<Metadata, ClientError> {
+        self.refresh_metadata(topics).await
+    }
+}

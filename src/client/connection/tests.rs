@@ -1,0 +1,200 @@
+//! Byte-level tests of one connection against a scripted fake broker on an in-memory duplex stream.
+
+use bytes::{BufMut, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiVersionsResponse, MetadataRequest, MetadataResponse, ResponseHeader};
+use kafka_protocol::protocol::Encodable;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+use super::*;
+use crate::protocol::FrameError;
+
+/// Reads one request frame; returns (api key, api version, correlation id).
+async fn read_request(io: &mut DuplexStream) -> Option<(i16, i16, i32)> {
+    let len = io.read_i32().await.ok()?;
+    let mut body = vec![0u8; usize::try_from(len).ok()?];
+    io.read_exact(&mut body).await.ok()?;
+    let key = i16::from_be_bytes([body[0], body[1]]);
+    let version = i16::from_be_bytes([body[2], body[3]]);
+    let correlation_id = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
+    Some((key, version, correlation_id))
+}
+
+fn response_frame<M: Encodable>(correlation_id: i32, header_version: i16, body: &M, version: i16) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    ResponseHeader::default().with_correlation_id(correlation_id).encode(&mut buf, header_version).unwrap();
+    body.encode(&mut buf, version).unwrap();
+    let len = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
+    buf.to_vec()
+}
+
+fn api_versions(error_code: i16) -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_error_code(error_code).with_api_keys(vec![
+        ApiVersion::default().with_api_key(ApiKey::ApiVersions as i16).with_min_version(0).with_max_version(3),
+        ApiVersion::default().with_api_key(ApiKey::Metadata as i16).with_min_version(0).with_max_version(12),
+    ])
+}
+
+/// Answers the handshake and returns the broker side of the stream.
+async fn connected(config: ConnectionConfig) -> (BrokerConnection, DuplexStream) {
+    let (client, mut broker) = tokio::io::duplex(1 << 16);
+    let handshake = tokio::spawn(async move {
+        let (key, version, cid) = read_request(&mut broker).await.unwrap();
+        assert_eq!((key, version), (ApiKey::ApiVersions as i16, 3));
+        broker.write_all(&response_frame(cid, 0, &api_versions(0), 3)).await.unwrap();
+        broker
+    });
+    let conn = BrokerConnection::handshake("fake:9092", client, config).await.unwrap();
+    (conn, handshake.await.unwrap())
+}
+
+fn metadata_request() -> MetadataRequest {
+    MetadataRequest::default().with_topics(Some(vec![]))
+}
+
+#[tokio::test]
+async fn negotiates_highest_common_version() {
+    let (conn, _broker) = connected(ConnectionConfig::default()).await;
+    assert_eq!(conn.version_for(ApiKey::Metadata, None).unwrap(), 12);
+    let err = conn.version_for(ApiKey::Produce, None).unwrap_err();
+    assert!(matches!(err, ConnectionError::UnsupportedVersion { api_key: ApiKey::Produce, .. }), "{err}");
+    let pinned = ConnectionConfig { pins: VersionPins::new().with_pin(ApiKey::Metadata, 9), ..Default::default() };
+    let (conn, _broker) = connected(pinned).await;
+    assert_eq!(conn.version_for(ApiKey::Metadata, None).unwrap(), 9);
+    assert_eq!(conn.version_for(ApiKey::Metadata, Some(4)).unwrap(), 4);
+}
+
+#[tokio::test]
+async fn matches_out_of_order_responses_by_correlation_id() {
+    let (conn, mut broker) = connected(ConnectionConfig::default()).await;
+    let conn = Arc::new(conn);
+    let a = tokio::spawn({
+        let c = conn.clone();
+        async move { c.send(&metadata_request(), None).await }
+    });
+    let b = tokio::spawn({
+        let c = conn.clone();
+        async move { c.send(&metadata_request(), None).await }
+    });
+    let (_, v1, c1) = read_request(&mut broker).await.unwrap();
+    let (_, v2, c2) = read_request(&mut broker).await.unwrap();
+    assert_eq!((v1, v2), (12, 12));
+    // Answer in reverse order, each with a cluster id naming its correlation id.
+    for cid in [c2, c1] {
+        let body = MetadataResponse::default().with_cluster_id(Some(StrBytes::from_string(format!("c{cid}"))));
+        broker.write_all(&response_frame(cid, 1, &body, 12)).await.unwrap();
+    }
+    let ra = a.await.unwrap().unwrap();
+    let rb = b.await.unwrap().unwrap();
+    let mut got = vec![ra.cluster_id.unwrap().to_string(), rb.cluster_id.unwrap().to_string()];
+    got.sort();
+    let mut want = vec![format!("c{c1}"), format!("c{c2}")];
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[tokio::test]
+async fn oversized_frame_poisons_without_allocating() {
+    let config = ConnectionConfig { max_frame_bytes: 1024, ..Default::default() };
+    let (conn, mut broker) = connected(config).await;
+    let pending = tokio::spawn(async move {
+        let r = conn.send(&metadata_request(), None).await;
+        (r, conn)
+    });
+    read_request(&mut broker).await.unwrap();
+    broker.write_all(&(1i32 << 30).to_be_bytes()).await.unwrap();
+    let (result, conn) = pending.await.unwrap();
+    let err = result.unwrap_err();
+    match &err {
+        ConnectionError::Poisoned { source, .. } => assert!(
+            matches!(&**source, ConnectionError::Frame { source: FrameError::TooLarge { len, max: 1024 }, .. } if *len == 1 << 30),
+            "{source:?}"
+        ),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(err.is_ambiguous());
+    assert!(conn.is_poisoned());
+    // Later requests fail at once with the same cause.
+    let again = conn.send(&metadata_request(), None).await.unwrap_err();
+    assert!(matches!(again, ConnectionError::Poisoned { .. }), "{again:?}");
+}
+
+#[tokio::test]
+async fn peer_closing_mid_response_fails_in_flight_requests() {
+    let (conn, mut broker) = connected(ConnectionConfig::default()).await;
+    let pending = tokio::spawn(async move { conn.send(&metadata_request(), None).await });
+    let (_, _, cid) = read_request(&mut broker).await.unwrap();
+    let full = response_frame(cid, 1, &MetadataResponse::default(), 12);
+    broker.write_all(&full[..full.len() / 2]).await.unwrap();
+    drop(broker);
+    let err = pending.await.unwrap().unwrap_err();
+    match err {
+        ConnectionError::Poisoned { source, .. } => {
+            assert!(matches!(&*source, ConnectionError::Frame { source: FrameError::Truncated { .. }, .. }), "{source:?}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn truncated_body_is_a_decode_error() {
+    let (conn, mut broker) = connected(ConnectionConfig::default()).await;
+    let pending = tokio::spawn(async move { conn.send(&metadata_request(), None).await });
+    let (_, _, cid) = read_request(&mut broker).await.unwrap();
+    // A well-framed response whose body stops after the header.
+    let mut buf = BytesMut::new();
+    buf.put_i32(5);
+    buf.put_i32(cid);
+    buf.put_u8(0);
+    broker.write_all(&buf).await.unwrap();
+    let err = pending.await.unwrap().unwrap_err();
+    assert!(matches!(err, ConnectionError::Decode { api_key: ApiKey::Metadata, api_version: 12, .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn unknown_error_code_in_handshake_is_typed() {
+    let (client, mut broker) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        let (_, _, cid) = read_request(&mut broker).await.unwrap();
+        broker.write_all(&response_frame(cid, 0, &api_versions(9999), 3)).await.unwrap();
+        // Keep the stream open until the client is done.
+        let _ = read_request(&mut broker).await;
+    });
+    let err = BrokerConnection::handshake("fake:9092", client, ConnectionConfig::default()).await.unwrap_err();
+    assert!(matches!(err, ConnectionError::Handshake { code: ErrorCode::Unknown(9999), .. }), "{err:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn times_out_and_drops_late_response() {
+    let config = ConnectionConfig { request_timeout: Duration::from_secs(5), ..Default::default() };
+    let (conn, mut broker) = connected(config).await;
+    let err = conn.send(&metadata_request(), None).await.unwrap_err();
+    assert!(matches!(err, ConnectionError::Timeout { api_key: ApiKey::Metadata, .. }), "{err:?}");
+    assert!(err.is_ambiguous());
+    // The late answer is dropped and the connection keeps working.
+    let (_, _, late) = read_request(&mut broker).await.unwrap();
+    broker.write_all(&response_frame(late, 1, &MetadataResponse::default(), 12)).await.unwrap();
+    let next = tokio::spawn(async move { conn.send(&metadata_request(), None).await.map(|_| conn) });
+    let (_, _, cid) = read_request(&mut broker).await.unwrap();
+    assert_ne!(cid, late);
+    broker.write_all(&response_frame(cid, 1, &MetadataResponse::default(), 12)).await.unwrap();
+    let conn = next.await.unwrap().unwrap();
+    assert!(!conn.is_poisoned());
+}
+
+#[tokio::test]
+async fn unexpected_correlation_id_poisons() {
+    let (conn, mut broker) = connected(ConnectionConfig::default()).await;
+    let pending = tokio::spawn(async move { conn.send(&metadata_request(), None).await });
+    read_request(&mut broker).await.unwrap();
+    broker.write_all(&response_frame(123_456, 1, &MetadataResponse::default(), 12)).await.unwrap();
+    let err = pending.await.unwrap().unwrap_err();
+    match err {
+        ConnectionError::Poisoned { source, .. } => {
+            assert!(matches!(&*source, ConnectionError::UnexpectedCorrelationId { correlation_id: 123_456, .. }));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
