@@ -1,1 +1,120 @@
-fn main() {}
+//! `kafka-harness`: the test harness from the command line.
+//!
+//! ```text
+//! kafka-harness provision [--version V]...        jars for each version (default $KAFKA_VERSION or 4.4.0),
+//!                                                 the compiled Java test client, and the Python venv
+//! kafka-harness up [--brokers N] [--version V] [--name NAME] [--prop KEY=VALUE]...
+//!                                                 start a cluster, print its bootstrap, run until Ctrl-C
+//! ```
+//!
+//! `up` prints `bootstrap=…` and one `log=…` per node, then blocks. On Ctrl-C (or any other death of this
+//! process) the brokers are killed, because their wrappers watch a pipe held by this process. Point
+//! tests at it with `KMP_SOURCE_BOOTSTRAP=…` / `KMP_DEST_BOOTSTRAP=…`.
+
+#![forbid(unsafe_code)]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a command-line tool reporting to its user"
+)]
+
+use std::process::ExitCode;
+
+use kafka_harness::{Cluster, ClusterSpec, JavaClient, default_version, dist, provision_python};
+
+const USAGE: &str = "usage:
+  kafka-harness provision [--version V]...
+  kafka-harness up [--brokers N] [--version V] [--name NAME] [--prop KEY=VALUE]...";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("kafka-harness: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let Some((command, rest)) = args.split_first() else {
+        return Err(USAGE.into());
+    };
+    let options = parse_options(rest)?;
+    let versions: Vec<String> = options
+        .iter()
+        .filter(|(k, _)| k == "version")
+        .map(|(_, v)| v.clone())
+        .collect();
+    match command.as_str() {
+        "provision" => {
+            let versions = if versions.is_empty() {
+                vec![default_version()]
+            } else {
+                versions
+            };
+            for version in versions {
+                let d = dist(&version).map_err(|e| e.to_string())?;
+                JavaClient::new(&d).map_err(|e| e.to_string())?;
+                println!("kafka {version}: {}", d.libs_dir().display());
+            }
+            let python = provision_python().map_err(|e| e.to_string())?;
+            println!("python with confluent-kafka: {}", python.display());
+            Ok(())
+        }
+        "up" => {
+            let mut spec = ClusterSpec::new(option(&options, "name").unwrap_or("dev"));
+            if let Some(v) = versions.last() {
+                spec = spec.version(v.clone());
+            }
+            if let Some(n) = option(&options, "brokers") {
+                spec = spec.brokers(
+                    n.parse()
+                        .map_err(|_| format!("--brokers {n:?} is not a number"))?,
+                );
+            }
+            for (key, value) in options.iter().filter(|(k, _)| k == "prop") {
+                let (k, v) = value
+                    .split_once('=')
+                    .ok_or_else(|| format!("--{key} takes KEY=VALUE"))?;
+                spec = spec.prop(k, v);
+            }
+            let cluster = Cluster::start(spec).map_err(|e| e.to_string())?;
+            println!("bootstrap={}", cluster.bootstrap());
+            for id in cluster.node_ids() {
+                if let Some(log) = cluster.log_path(id) {
+                    println!("log={}", log.display());
+                }
+            }
+            println!("running; Ctrl-C stops the cluster");
+            loop {
+                std::thread::park();
+            }
+        }
+        _ => Err(format!("unknown command {command:?}\n{USAGE}")),
+    }
+}
+
+fn parse_options(args: &[String]) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let name = arg
+            .strip_prefix("--")
+            .ok_or_else(|| format!("unexpected argument {arg:?}\n{USAGE}"))?;
+        let value = iter
+            .next()
+            .ok_or_else(|| format!("--{name} needs a value"))?;
+        out.push((name.to_string(), value.clone()));
+    }
+    Ok(out)
+}
+
+fn option<'a>(options: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    options
+        .iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}

@@ -1,0 +1,965 @@
+//! Real Apache Kafka clusters in KRaft mode on loopback, one directory each.
+//!
+//! # Topology
+//! Every node is a combined broker + controller (`process.roles=broker,controller`) and every node is a
+//! voter of a static quorum (`controller.quorum.voters`). A 1-node cluster is the simplest thing that
+//! works; a 3-node cluster keeps a quorum of 2 when any one node dies, so it survives `kill -9` of any
+//! single node, the active controller included. Node ids are `0..brokers`.
+//!
+//! # Layout
+//! ```text
+//! target/kafka-clusters/<name>-<pid>-<n>/
+//!     log4j2.properties, log4j.properties   broker logging -> stdout (Kafka 4.x / 3.x)
+//!     node-<id>/server.properties
+//!     node-<id>/data/                        log.dirs, formatted by kafka.tools.StorageTool
+//!     node-<id>/broker.log                   the JVM's stdout+stderr, appended across restarts
+//! ```
+//! Directories of processes that no longer exist are removed when the next cluster starts; a dropped
+//! [`Cluster`] removes its own unless the thread is panicking. `KMP_KEEP_CLUSTERS=1` keeps everything.
+//!
+//! # Process lifetime
+//! Each JVM runs under a small bash wrapper (see [`WRAPPER`]) whose stdin is a pipe held by this
+//! process. The wrapper kills the JVM with SIGKILL as soon as that pipe closes, which happens when the
+//! [`Cluster`] kills the node, is dropped, or when this process exits for any reason (panic, abort,
+//! SIGKILL: the kernel closes the pipe). Wrappers run in their own process group, so a terminal's Ctrl-C
+//! reaches only the test process, whose exit then tears the brokers down.
+//!
+//! # Ports
+//! Ports are chosen at random below the kernel's ephemeral range (`ip_local_port_range`) and checked by
+//! binding them: an outgoing connection can never take such a port, so a killed broker can be restarted
+//! on its old port. If a broker still fails to bind (another process won the race), the whole start is
+//! retried on new ports.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use crate::dist::{self, KafkaDist};
+use crate::error::{HarnessError, Result};
+use crate::util::{self, TAIL_LINES};
+use crate::wire;
+
+/// How long a node may take from `java` to answering Metadata with the expected brokers.
+pub const BROKER_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a graceful stop ([`Cluster::stop_broker`]) may take before the node is killed.
+const GRACEFUL_STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often readiness is polled.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Timeout of one readiness request.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Attempts at starting a cluster when ports were taken under us.
+const START_ATTEMPTS: usize = 3;
+
+/// JVM options of each broker. A small heap, the serial collector and C1-only JIT keep startup fast and
+/// CPU use low on a 2-core machine running several brokers and clients at once; test traffic is small.
+pub const DEFAULT_BROKER_JVM_OPTS: &[&str] = &[
+    "-Xms128m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Djava.awt.headless=true",
+    "-Djava.net.preferIPv4Stack=true",
+];
+
+/// JVM options of short-lived tools (storage format, the Java test client): startup time dominates.
+pub(crate) const TOOL_JVM_OPTS: &[&str] = &[
+    "-Xmx256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Xshare:auto",
+    "-Djava.awt.headless=true",
+    "-Djava.net.preferIPv4Stack=true",
+];
+
+/// Runs the JVM given as arguments 2.. with output appended to the file in argument 1. Reads commands
+/// from fd 3 (the harness's pipe): `term` sends SIGTERM (graceful shutdown); end of file sends SIGKILL.
+/// Exits with the JVM's status once it is gone.
+pub(crate) const WRAPPER: &str = r#"
+log=$1; shift
+exec 3<&0 </dev/null >>"$log" 2>&1
+echo "=== kafka-harness: starting at $(date '+%F %T'): $*"
+"$@" 3<&- &
+jvm=$!
+(
+  while read -r cmd <&3; do
+    if [ "$cmd" = term ]; then kill -TERM "$jvm" 2>/dev/null; fi
+  done
+  kill -KILL "$jvm" 2>/dev/null
+) &
+watcher=$!
+exec 3<&-
+wait "$jvm"; status=$?
+kill "$watcher" 2>/dev/null
+echo "=== kafka-harness: JVM exited with status $status at $(date '+%F %T')"
+exit "$status"
+"#;
+
+/// What cluster to start. Build with [`ClusterSpec::new`] and the chained setters.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Used in the directory name and in errors; `[A-Za-z0-9_.-]` keeps paths tidy.
+    pub name: String,
+    /// Kafka version to run (provisioned on demand); defaults to [`dist::default_version`].
+    pub version: String,
+    /// Number of nodes (each broker + controller). 1 and 3 are what the harness tests.
+    pub brokers: u32,
+    /// Extra broker properties, applied after (and overriding) the harness defaults.
+    pub broker_props: Vec<(String, String)>,
+    /// JVM options for each broker; defaults to [`DEFAULT_BROKER_JVM_OPTS`].
+    pub jvm_opts: Vec<String>,
+}
+
+impl ClusterSpec {
+    /// A 1-broker cluster of the default version with the harness defaults.
+    pub fn new(name: impl Into<String>) -> Self {
+        ClusterSpec {
+            name: name.into(),
+            version: dist::default_version(),
+            brokers: 1,
+            broker_props: Vec::new(),
+            jvm_opts: DEFAULT_BROKER_JVM_OPTS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+
+    /// Sets the Kafka version.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// Sets the number of nodes.
+    pub fn brokers(mut self, brokers: u32) -> Self {
+        self.brokers = brokers;
+        self
+    }
+
+    /// Adds (or overrides) one broker property.
+    pub fn prop(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.broker_props.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// One node's fixed facts: they stay the same across kills and restarts.
+#[derive(Debug)]
+struct Node {
+    id: i32,
+    port: u16,
+    controller_port: u16,
+    dir: PathBuf,
+    config: PathBuf,
+    log: PathBuf,
+}
+
+impl Node {
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+/// A running wrapper (and its JVM). Closing `control` kills the JVM.
+#[derive(Debug)]
+struct NodeProcess {
+    child: Child,
+    control: Option<ChildStdin>,
+    command: String,
+}
+
+impl NodeProcess {
+    /// SIGKILLs the JVM (by closing the control pipe) and reaps the wrapper.
+    fn kill(mut self) {
+        drop(self.control.take());
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+struct Managed {
+    dist: KafkaDist,
+    dir: PathBuf,
+    cluster_id: String,
+    nodes: Vec<Node>,
+    jvm_opts: Vec<String>,
+    /// Index-aligned with `nodes`; `None` while a node is down.
+    procs: Mutex<Vec<Option<NodeProcess>>>,
+    /// Set when the directory must survive the drop (failed start).
+    keep_dir: AtomicBool,
+}
+
+/// A Kafka cluster: started by the harness ([`Cluster::start`]), or an existing one given by address
+/// ([`Cluster::external`]), which the harness never kills or restarts.
+///
+/// Methods take `&self` so shared (`&'static`) clusters can be used from many tests; kills and restarts
+/// are serialised by an internal lock, but tests sharing a cluster still see each other's kills, so a
+/// test that kills brokers should normally start its own cluster.
+pub struct Cluster {
+    name: String,
+    bootstrap: String,
+    brokers: Vec<(i32, SocketAddr)>,
+    managed: Option<Managed>,
+}
+
+impl fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.name)
+            .field("bootstrap", &self.bootstrap)
+            .field("dir", &self.managed.as_ref().map(|m| &m.dir))
+            .field("version", &self.managed.as_ref().map(|m| m.dist.version()))
+            .finish()
+    }
+}
+
+impl Cluster {
+    /// Provisions `spec.version`, formats storage and starts every node, then waits until each node
+    /// answers Metadata listing all nodes as live brokers.
+    ///
+    /// # Errors
+    /// Provisioning errors, or [`HarnessError::Broker`] with the tail of the failing node's log.
+    pub fn start(spec: ClusterSpec) -> Result<Cluster> {
+        if spec.brokers == 0 {
+            return Err(HarnessError::InvalidArgument(format!(
+                "cluster {}: zero brokers",
+                spec.name
+            )));
+        }
+        let dist = dist::dist(&spec.version)?;
+        let clusters_dir = util::target_dir()?.join("kafka-clusters");
+        util::create_dir_all(&clusters_dir)?;
+        remove_stale_cluster_dirs(&clusters_dir);
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = clusters_dir.join(format!("{}-{}-{n}", spec.name, std::process::id()));
+        let mut last_error = None;
+        for _attempt in 0..START_ATTEMPTS {
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| HarnessError::io(format!("removing {}", dir.display()), e))?;
+            }
+            match Self::try_start(&spec, &dist, &dir) {
+                Ok(cluster) => return Ok(cluster),
+                Err((error, port_clash)) => {
+                    if !port_clash {
+                        return Err(*error);
+                    }
+                    last_error = Some(*error);
+                }
+            }
+        }
+        Err(last_error.expect("invariant: START_ATTEMPTS > 0"))
+    }
+
+    /// One start attempt; on failure says whether a port clash caused it (worth retrying).
+    fn try_start(
+        spec: &ClusterSpec,
+        dist: &KafkaDist,
+        dir: &Path,
+    ) -> std::result::Result<Cluster, (Box<HarnessError>, bool)> {
+        let fatal = |e| (Box::new(e), false);
+        util::create_dir_all(dir).map_err(fatal)?;
+        let broker_log_props = write_log_configs(dir, "INFO", false).map_err(fatal)?;
+        let mut nodes = Vec::new();
+        for id in 0..spec.brokers as i32 {
+            let node_dir = dir.join(format!("node-{id}"));
+            let port = pick_port().map_err(fatal)?;
+            let controller_port = pick_port().map_err(fatal)?;
+            nodes.push(Node {
+                id,
+                port,
+                controller_port,
+                config: node_dir.join("server.properties"),
+                log: node_dir.join("broker.log"),
+                dir: node_dir,
+            });
+        }
+        for node in &nodes {
+            util::create_dir_all(&node.dir).map_err(fatal)?;
+            let props = broker_properties(spec, dist, &nodes, node);
+            let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+            util::write_file(&node.config, text).map_err(fatal)?;
+        }
+        let cluster_id = random_cluster_id();
+        format_storage(dist, dir, &cluster_id, &nodes).map_err(fatal)?;
+        let mut jvm_opts = spec.jvm_opts.clone();
+        jvm_opts.extend(broker_log_props);
+        let node_count = nodes.len();
+        let cluster = Cluster {
+            name: spec.name.clone(),
+            bootstrap: nodes.iter().map(Node::addr).collect::<Vec<_>>().join(","),
+            brokers: nodes
+                .iter()
+                .map(|n| (n.id, SocketAddr::from(([127, 0, 0, 1], n.port))))
+                .collect(),
+            managed: Some(Managed {
+                dist: dist.clone(),
+                dir: dir.to_path_buf(),
+                cluster_id,
+                nodes,
+                jvm_opts,
+                procs: Mutex::new((0..node_count).map(|_| None).collect()),
+                keep_dir: AtomicBool::new(false),
+            }),
+        };
+        let started = (|| {
+            let managed = cluster.managed.as_ref().expect("invariant: just built");
+            let mut procs = managed.lock_procs();
+            for (index, node) in managed.nodes.iter().enumerate() {
+                procs[index] = Some(managed.spawn(node)?);
+            }
+            let all: Vec<i32> = managed.nodes.iter().map(|n| n.id).collect();
+            for (index, node) in managed.nodes.iter().enumerate() {
+                managed.wait_ready(&cluster.name, node, &mut procs[index], &all)?;
+            }
+            Ok(())
+        })();
+        match started {
+            Ok(()) => Ok(cluster),
+            Err(error) => {
+                let managed = cluster.managed.as_ref().expect("invariant: just built");
+                let clash = managed.nodes.iter().any(|n| {
+                    std::fs::read_to_string(&n.log)
+                        .is_ok_and(|log| log.contains("Address already in use"))
+                });
+                // Dropping `cluster` kills the nodes; the directory stays for the post-mortem (a retry
+                // starts by removing it).
+                managed.keep_dir.store(true, Ordering::Relaxed);
+                drop(cluster);
+                Err((Box::new(error), clash))
+            }
+        }
+    }
+
+    /// A cluster that is already running elsewhere, e.g. from `KMP_SOURCE_BOOTSTRAP`. Its brokers are
+    /// read with a Metadata request, which also checks that it is reachable.
+    ///
+    /// # Errors
+    /// If no bootstrap address answers.
+    pub fn external(name: impl Into<String>, bootstrap: impl Into<String>) -> Result<Cluster> {
+        let name = name.into();
+        let bootstrap = bootstrap.into();
+        let mut last = None;
+        for addr in bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
+            match wire::metadata(addr, Some(&[]), PROBE_TIMEOUT) {
+                Ok(md) => {
+                    let mut brokers = Vec::new();
+                    for b in md.brokers {
+                        let resolved = (b.host.as_str(), b.port as u16)
+                            .to_socket_addrs()
+                            .ok()
+                            .and_then(|mut a| a.next());
+                        if let Some(sock) = resolved {
+                            brokers.push((b.node_id, sock));
+                        }
+                    }
+                    brokers.sort();
+                    return Ok(Cluster {
+                        name,
+                        bootstrap,
+                        brokers,
+                        managed: None,
+                    });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            HarnessError::InvalidArgument(format!("cluster {name}: empty bootstrap"))
+        }))
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Bootstrap servers, `127.0.0.1:p1,127.0.0.1:p2,...`.
+    pub fn bootstrap(&self) -> String {
+        self.bootstrap.clone()
+    }
+
+    /// Every node's id and client (PLAINTEXT) address, sorted by id, whether or not it is running now.
+    pub fn broker_addrs(&self) -> Vec<(i32, SocketAddr)> {
+        self.brokers.clone()
+    }
+
+    /// Node ids, sorted.
+    pub fn node_ids(&self) -> Vec<i32> {
+        self.brokers.iter().map(|(id, _)| *id).collect()
+    }
+
+    /// True if the harness did not start this cluster and cannot kill or restart it.
+    pub fn is_external(&self) -> bool {
+        self.managed.is_none()
+    }
+
+    /// The Kafka version, if the harness started the cluster.
+    pub fn version(&self) -> Option<&str> {
+        self.managed.as_ref().map(|m| m.dist.version())
+    }
+
+    /// The cluster's directory, if the harness started the cluster.
+    pub fn dir(&self) -> Option<&Path> {
+        self.managed.as_ref().map(|m| m.dir.as_path())
+    }
+
+    /// The KRaft cluster id the storage was formatted with, if the harness started the cluster.
+    pub fn cluster_id(&self) -> Option<&str> {
+        self.managed.as_ref().map(|m| m.cluster_id.as_str())
+    }
+
+    /// The captured stdout/stderr of a node, if the harness started the cluster and has that node.
+    pub fn log_path(&self, node_id: i32) -> Option<PathBuf> {
+        self.managed
+            .as_ref()?
+            .nodes
+            .iter()
+            .find(|n| n.id == node_id)
+            .map(|n| n.log.clone())
+    }
+
+    fn managed(&self, operation: &'static str) -> Result<&Managed> {
+        self.managed.as_ref().ok_or_else(|| HarnessError::External {
+            cluster: self.name.clone(),
+            bootstrap: self.bootstrap.clone(),
+            operation,
+        })
+    }
+
+    fn node_index(&self, managed: &Managed, node_id: i32) -> Result<usize> {
+        managed
+            .nodes
+            .iter()
+            .position(|n| n.id == node_id)
+            .ok_or_else(|| HarnessError::UnknownNode {
+                cluster: self.name.clone(),
+                node_id,
+                known: self.node_ids(),
+            })
+    }
+
+    /// Kills one node with SIGKILL and waits until it is gone. Killing a node that is down is a no-op.
+    ///
+    /// # Errors
+    /// External cluster or unknown node.
+    pub fn kill_broker(&self, node_id: i32) -> Result<()> {
+        let managed = self.managed("kill a broker of")?;
+        let index = self.node_index(managed, node_id)?;
+        let proc = managed.lock_procs()[index].take();
+        if let Some(proc) = proc {
+            proc.kill();
+        }
+        Ok(())
+    }
+
+    /// Stops one node gracefully (SIGTERM: controlled shutdown, leadership moves first) and waits until
+    /// it is gone; kills it if that takes longer than 30 s. A node that is down is left alone.
+    ///
+    /// # Errors
+    /// External cluster or unknown node.
+    pub fn stop_broker(&self, node_id: i32) -> Result<()> {
+        let managed = self.managed("stop a broker of")?;
+        let index = self.node_index(managed, node_id)?;
+        let Some(mut proc) = managed.lock_procs()[index].take() else {
+            return Ok(());
+        };
+        if let Some(control) = proc.control.as_mut() {
+            let _ = control.write_all(b"term\n").and_then(|()| control.flush());
+        }
+        let exited = util::poll(
+            "graceful broker stop",
+            GRACEFUL_STOP_TIMEOUT,
+            POLL_INTERVAL,
+            |_| {
+                proc.child
+                    .try_wait()
+                    .map_err(|e| HarnessError::io("waiting for broker", e))
+            },
+        );
+        if exited.is_err() {
+            proc.kill();
+        }
+        Ok(())
+    }
+
+    /// Starts a node that was killed or stopped, on the same ports and data, and waits until it answers
+    /// Metadata listing itself as a live broker.
+    ///
+    /// # Errors
+    /// External cluster, unknown node, node already running, or [`HarnessError::Broker`].
+    pub fn start_broker(&self, node_id: i32) -> Result<()> {
+        let managed = self.managed("start a broker of")?;
+        let index = self.node_index(managed, node_id)?;
+        let node = &managed.nodes[index];
+        let mut procs = managed.lock_procs();
+        if let Some(proc) = procs[index].as_mut()
+            && proc.child.try_wait().ok().flatten().is_none()
+        {
+            return Err(HarnessError::InvalidArgument(format!(
+                "cluster {}: node {node_id} is already running",
+                self.name
+            )));
+        }
+        procs[index] = Some(managed.spawn(node)?);
+        managed.wait_ready(&self.name, node, &mut procs[index], &[node_id])
+    }
+
+    /// [`Cluster::kill_broker`] then [`Cluster::start_broker`].
+    ///
+    /// # Errors
+    /// As those two.
+    pub fn restart_broker(&self, node_id: i32) -> Result<()> {
+        self.kill_broker(node_id)?;
+        self.start_broker(node_id)
+    }
+
+    /// Kills every node (SIGKILL) and waits for them. The directory stays until the `Cluster` is dropped.
+    ///
+    /// # Errors
+    /// External cluster.
+    pub fn stop(&self) -> Result<()> {
+        self.managed("stop")?;
+        self.kill_all();
+        Ok(())
+    }
+
+    fn kill_all(&self) {
+        if let Some(managed) = &self.managed {
+            let procs: Vec<NodeProcess> = managed
+                .lock_procs()
+                .iter_mut()
+                .filter_map(Option::take)
+                .collect();
+            // Close every pipe first so the JVMs die in parallel, then reap.
+            let mut procs = procs;
+            for proc in &mut procs {
+                drop(proc.control.take());
+            }
+            for proc in procs {
+                proc.kill();
+            }
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.kill_all();
+        if let Some(managed) = &self.managed
+            && !std::thread::panicking()
+            && !keep_clusters()
+            && !managed.keep_dir.load(Ordering::Relaxed)
+        {
+            let _ = std::fs::remove_dir_all(&managed.dir);
+        }
+    }
+}
+
+impl Managed {
+    fn lock_procs(&self) -> MutexGuard<'_, Vec<Option<NodeProcess>>> {
+        // A panic while holding the lock leaves the Vec consistent (each slot is one assignment).
+        self.procs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn spawn(&self, node: &Node) -> Result<NodeProcess> {
+        let mut java = self.dist.java(&self.jvm_opts, None);
+        java.arg("kafka.Kafka").arg(&node.config);
+        let command = util::describe_command(&java);
+        let mut wrapper = Command::new("bash");
+        wrapper
+            .arg("-c")
+            .arg(WRAPPER)
+            .arg("kafka-harness-node")
+            .arg(&node.log)
+            .arg(java.get_program())
+            .args(java.get_args())
+            .current_dir(&node.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        let mut child = wrapper
+            .spawn()
+            .map_err(|e| HarnessError::io(format!("spawning {command}"), e))?;
+        let control = child.stdin.take();
+        Ok(NodeProcess {
+            child,
+            control,
+            command,
+        })
+    }
+
+    /// Polls `node` until Metadata from it lists every id in `expect` as a live broker.
+    fn wait_ready(
+        &self,
+        cluster: &str,
+        node: &Node,
+        slot: &mut Option<NodeProcess>,
+        expect: &[i32],
+    ) -> Result<()> {
+        let broker_error = |reason: String, command: String| HarnessError::Broker {
+            cluster: cluster.to_string(),
+            node_id: node.id,
+            reason,
+            command,
+            log_path: node.log.clone(),
+            log_tail: util::file_tail(&node.log, TAIL_LINES),
+        };
+        let Some(proc) = slot.as_mut() else {
+            return Err(broker_error("not running".into(), String::new()));
+        };
+        let addr = node.addr();
+        let command = proc.command.clone();
+        let outcome = util::poll(
+            &format!("node {} at {addr} to list brokers {expect:?}", node.id),
+            BROKER_START_TIMEOUT,
+            POLL_INTERVAL,
+            |last| {
+                if let Some(status) = proc
+                    .child
+                    .try_wait()
+                    .map_err(|e| HarnessError::io("polling broker", e))?
+                {
+                    return Err(broker_error(
+                        format!("exited during startup ({status})"),
+                        command.clone(),
+                    ));
+                }
+                match wire::metadata(&addr, Some(&[]), PROBE_TIMEOUT) {
+                    Ok(md) => {
+                        let live: Vec<i32> = md.brokers.iter().map(|b| b.node_id).collect();
+                        if expect.iter().all(|id| live.contains(id)) {
+                            return Ok(Some(()));
+                        }
+                        *last = format!("live brokers {live:?}");
+                    }
+                    Err(e) => *last = e.to_string(),
+                }
+                Ok(None)
+            },
+        );
+        let error = match outcome {
+            Ok(()) => return Ok(()),
+            Err(HarnessError::Timeout {
+                what,
+                waited_ms,
+                last,
+            }) => broker_error(
+                format!("not ready after {waited_ms} ms (waited for {what}; last: {last})"),
+                command,
+            ),
+            Err(other) => other,
+        };
+        if let Some(proc) = slot.take() {
+            proc.kill();
+        }
+        Err(error)
+    }
+}
+
+/// The broker properties for `node`: harness defaults, then `spec.broker_props` (later keys win).
+fn broker_properties(
+    spec: &ClusterSpec,
+    dist: &KafkaDist,
+    nodes: &[Node],
+    node: &Node,
+) -> Vec<(String, String)> {
+    let n = nodes.len();
+    let min_isr = n.min(2);
+    let internal_partitions = if n == 1 { 1 } else { 3 };
+    let voters: Vec<String> = nodes
+        .iter()
+        .map(|x| format!("{}@127.0.0.1:{}", x.id, x.controller_port))
+        .collect();
+    let mut props: Vec<(String, String)> = vec![
+        ("process.roles".into(), "broker,controller".into()),
+        ("node.id".into(), node.id.to_string()),
+        ("controller.quorum.voters".into(), voters.join(",")),
+        (
+            "listeners".into(),
+            format!(
+                "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                node.port, node.controller_port
+            ),
+        ),
+        (
+            "advertised.listeners".into(),
+            format!("PLAINTEXT://127.0.0.1:{}", node.port),
+        ),
+        (
+            "listener.security.protocol.map".into(),
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".into(),
+        ),
+        ("controller.listener.names".into(), "CONTROLLER".into()),
+        ("inter.broker.listener.name".into(), "PLAINTEXT".into()),
+        (
+            "log.dirs".into(),
+            node.dir.join("data").display().to_string(),
+        ),
+        ("num.partitions".into(), "1".into()),
+        ("default.replication.factor".into(), n.to_string()),
+        ("min.insync.replicas".into(), "1".into()),
+        ("offsets.topic.replication.factor".into(), n.to_string()),
+        (
+            "offsets.topic.num.partitions".into(),
+            internal_partitions.to_string(),
+        ),
+        (
+            "transaction.state.log.replication.factor".into(),
+            n.to_string(),
+        ),
+        ("transaction.state.log.min.isr".into(), min_isr.to_string()),
+        (
+            "transaction.state.log.num.partitions".into(),
+            internal_partitions.to_string(),
+        ),
+        ("group.initial.rebalance.delay.ms".into(), "0".into()),
+        ("auto.create.topics.enable".into(), "false".into()),
+        // Fewer threads: several brokers share 2 cores.
+        ("num.network.threads".into(), "2".into()),
+        ("num.io.threads".into(), "2".into()),
+        ("background.threads".into(), "2".into()),
+        ("log.cleaner.threads".into(), "1".into()),
+        // The default 128 MiB dedupe buffer is allocated at startup; compaction tests need far less.
+        ("log.cleaner.dedupe.buffer.size".into(), "16777216".into()),
+        // A killed broker is fenced (and loses leadership) after 4 s instead of 9 s.
+        ("broker.heartbeat.interval.ms".into(), "500".into()),
+        ("broker.session.timeout.ms".into(), "4000".into()),
+    ];
+    if dist.major() >= 4 {
+        props.push((
+            "share.coordinator.state.topic.replication.factor".into(),
+            n.to_string(),
+        ));
+        props.push((
+            "share.coordinator.state.topic.min.isr".into(),
+            min_isr.to_string(),
+        ));
+    }
+    for (key, value) in &spec.broker_props {
+        props.retain(|(k, _)| k != key);
+        props.push((key.clone(), value.clone()));
+    }
+    props
+}
+
+/// Logging configs for both Kafka generations: log4j2 (Kafka 4.x) and log4j 1 via reload4j (Kafka 3.x),
+/// as (file name, text) pairs. Output goes to stdout, or to stderr with `to_stderr` (tools whose stdout
+/// is data).
+pub(crate) fn log_config_texts(level: &str, to_stderr: bool) -> [(String, String); 2] {
+    let suffix = if to_stderr { "tools" } else { "broker" };
+    let pattern = "[%d] %p %m (%c)%n";
+    let (target2, target1) = if to_stderr {
+        ("SYSTEM_ERR", "System.err")
+    } else {
+        ("SYSTEM_OUT", "System.out")
+    };
+    let log4j2 = format!(
+        "status = warn\n\
+         appender.console.type = Console\n\
+         appender.console.name = console\n\
+         appender.console.target = {target2}\n\
+         appender.console.layout.type = PatternLayout\n\
+         appender.console.layout.pattern = {pattern}\n\
+         rootLogger.level = {level}\n\
+         rootLogger.appenderRef.console.ref = console\n"
+    );
+    let log4j1 = format!(
+        "log4j.rootLogger={level}, console\n\
+         log4j.appender.console=org.apache.log4j.ConsoleAppender\n\
+         log4j.appender.console.Target={target1}\n\
+         log4j.appender.console.layout=org.apache.log4j.PatternLayout\n\
+         log4j.appender.console.layout.ConversionPattern={pattern}\n"
+    );
+    [
+        (format!("log4j2-{suffix}.properties"), log4j2),
+        (format!("log4j-{suffix}.properties"), log4j1),
+    ]
+}
+
+/// The JVM system properties that select the configs of [`log_config_texts`] in `dir`. Each logging
+/// backend ignores the other's property.
+pub(crate) fn log_config_props(dir: &Path, to_stderr: bool) -> Vec<String> {
+    let [(log4j2, _), (log4j1, _)] = log_config_texts("INFO", to_stderr);
+    vec![
+        format!("-Dlog4j2.configurationFile={}", dir.join(log4j2).display()),
+        format!("-Dlog4j.configuration=file:{}", dir.join(log4j1).display()),
+    ]
+}
+
+/// Writes the configs of [`log_config_texts`] into `dir` and returns [`log_config_props`].
+pub(crate) fn write_log_configs(dir: &Path, level: &str, to_stderr: bool) -> Result<Vec<String>> {
+    for (name, text) in log_config_texts(level, to_stderr) {
+        util::write_file(&dir.join(name), text)?;
+    }
+    Ok(log_config_props(dir, to_stderr))
+}
+
+/// Formats every node's storage with `kafka.tools.StorageTool format` (same jars as the broker), the
+/// nodes in parallel. With a static quorum (`controller.quorum.voters`) neither `--standalone` nor
+/// `--initial-controllers` applies; this works the same on 3.9 and 4.x.
+fn format_storage(dist: &KafkaDist, dir: &Path, cluster_id: &str, nodes: &[Node]) -> Result<()> {
+    let log_props = write_log_configs(dir, "WARN", true)?;
+    let mut jvm: Vec<String> = TOOL_JVM_OPTS.iter().map(|s| s.to_string()).collect();
+    jvm.extend(log_props);
+    let handles: Vec<_> = nodes
+        .iter()
+        .map(|node| {
+            let mut cmd = dist.java(&jvm, None);
+            cmd.arg("kafka.tools.StorageTool")
+                .arg("format")
+                .arg("--cluster-id")
+                .arg(cluster_id)
+                .arg("--config")
+                .arg(&node.config);
+            std::thread::spawn(move || util::run_captured(cmd, None, false))
+        })
+        .collect();
+    for handle in handles {
+        handle
+            .join()
+            .expect("invariant: run_captured does not panic")?;
+    }
+    Ok(())
+}
+
+/// A random KRaft cluster id: 16 random bytes in URL-safe base64 without padding (22 characters), the
+/// format `kafka-storage random-uuid` prints.
+fn random_cluster_id() -> String {
+    let bytes = [
+        util::random_u64().to_le_bytes(),
+        util::random_u64().to_le_bytes(),
+    ]
+    .concat();
+    util::base64_encode(&bytes)
+        .replace('+', "-")
+        .replace('/', "_")
+        .trim_end_matches('=')
+        .to_string()
+}
+
+/// A free loopback port, never the same one twice within this process (see "Ports" above).
+pub(crate) fn pick_port() -> Result<u16> {
+    static USED: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
+    let used = USED.get_or_init(Default::default);
+    let mut used = used.lock().unwrap_or_else(|p| p.into_inner());
+    let range = port_range();
+    for _ in 0..1000 {
+        let port = match range {
+            Some((low, high)) => low + (util::random_u64() % u64::from(high - low)) as u16,
+            None => {
+                // No room below the ephemeral range: let the kernel pick (restarts may then race).
+                let listener = TcpListener::bind("127.0.0.1:0")
+                    .map_err(|e| HarnessError::io("binding a port", e))?;
+                listener
+                    .local_addr()
+                    .map_err(|e| HarnessError::io("binding a port", e))?
+                    .port()
+            }
+        };
+        if used.contains(&port) {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            used.insert(port);
+            return Ok(port);
+        }
+    }
+    Err(HarnessError::InvalidArgument(
+        "no free loopback port found in 1000 tries".into(),
+    ))
+}
+
+/// Ports to choose from: `[10000, start of the ephemeral range)`, if that range has room.
+fn port_range() -> Option<(u16, u16)> {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u16>().ok())
+        })
+        .unwrap_or(32768);
+    (ephemeral_low >= 12000).then_some((10000, ephemeral_low))
+}
+
+fn keep_clusters() -> bool {
+    std::env::var_os("KMP_KEEP_CLUSTERS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Removes `<name>-<pid>-<n>` directories whose process is gone (left by processes that could not
+/// clean up: killed, or holding shared clusters in statics, which are never dropped).
+fn remove_stale_cluster_dirs(clusters_dir: &Path) {
+    if keep_clusters() || !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(clusters_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let mut parts = name.rsplitn(3, '-');
+        let (_n, pid) = (parts.next(), parts.next());
+        let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_ids_look_like_kafka_uuids() {
+        let id = random_cluster_id();
+        assert_eq!(id.len(), 22, "{id}");
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "{id}"
+        );
+    }
+
+    #[test]
+    fn user_props_override_defaults() {
+        let spec = ClusterSpec::new("t")
+            .prop("num.io.threads", "8")
+            .prop("x.y", "z");
+        let dist = KafkaDist::for_tests("4.4.0", 4);
+        let node = Node {
+            id: 0,
+            port: 1,
+            controller_port: 2,
+            dir: PathBuf::from("/n"),
+            config: PathBuf::new(),
+            log: PathBuf::new(),
+        };
+        let props = broker_properties(&spec, &dist, std::slice::from_ref(&node), &node);
+        assert_eq!(
+            props.iter().filter(|(k, _)| k == "num.io.threads").count(),
+            1
+        );
+        assert!(props.contains(&("num.io.threads".into(), "8".into())));
+        assert!(props.contains(&("x.y".into(), "z".into())));
+        assert!(props.contains(&("controller.quorum.voters".into(), "0@127.0.0.1:2".into())));
+    }
+}

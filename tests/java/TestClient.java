@@ -1,0 +1,642 @@
+/*
+ * TestClient: the Apache Kafka Java clients (producer, consumer, admin) driven by command-line
+ * arguments and JSON lines, for kafka-mirror-proxy's test harness (tests/harness/src/client.rs).
+ *
+ * The harness compiles this file against the jars of one Kafka version and runs it as
+ *     java -cp '<target/kafka/V/libs>/*:<target/kafka/V/testclient/...>' TestClient <command> [options]
+ * It depends only on what those jars contain (kafka-clients, Jackson), and compiles against 3.9 and 4.x.
+ *
+ * Conventions
+ *   - Bytes (keys, values, header values) are standard base64 strings with padding. JSON null means a
+ *     null key/value/header value, which is distinct from "" (empty bytes).
+ *   - Output is JSON, one object per line, on stdout. Logs and errors go to stderr.
+ *   - Exit status: 0 success, 1 failure (message and stack trace on stderr), 2 bad usage.
+ *   - Options common to every command:
+ *       --bootstrap HOST:PORT[,...]   required
+ *       --prop KEY=VALUE              extra client config, repeatable, applied last (overrides defaults)
+ *       --timeout-ms N                overall deadline where a command waits (default 30000)
+ *
+ * Commands
+ *
+ *   produce --topic T [--compression none|gzip|snappy|lz4|zstd] [--idempotent] [--transactional-id ID]
+ *           [--linger-ms N] [--batch-size N] [--acks all|1|0] [--max-in-flight N]
+ *     Reads JSON lines from stdin, in order:
+ *       {"partition":0,"key":B64|null,"value":B64|null,"headers":[["k",B64|null],...],"timestamp":MS|null}
+ *           a record; "partition" and "timestamp" may be null or absent (partitioner / producer clock),
+ *           "headers" may be absent; header order and repeated keys are kept.
+ *       {"txn":"begin"} | {"txn":"commit"} | {"txn":"abort"}   transaction control (needs --transactional-id)
+ *       {"flush":true}                                         flush: send everything buffered now
+ *     Prints {"partition":P,"offset":O} for every record, in input order, once it is acknowledged (offset
+ *     -1 with --acks 0). Results are printed at each flush, commit, abort and at end of input. Records sent
+ *     before an abort are flushed first, so they occupy offsets (then are aborted) and are printed too.
+ *     Defaults: acks=all, enable.idempotence=false unless --idempotent or --transactional-id,
+ *     compression none, the client's linger/batch defaults, delivery.timeout.ms 30000.
+ *
+ *   consume --topic T [--isolation read_committed|read_uncommitted] [--partition P]
+ *     Assigns all partitions of T (or just P) without a consumer group, reads the end offsets (the last
+ *     stable offsets under read_committed) once at start, then reads every partition from its beginning
+ *     up to those offsets and exits. Prints per record:
+ *       {"partition":P,"offset":O,"key":B64|null,"value":B64|null,"headers":[["k",B64|null],...],
+ *        "timestamp":MS,"timestampType":"CreateTime"|"LogAppendTime"}
+ *     Records of different partitions may interleave; within a partition they are in offset order.
+ *
+ *   admin create-topic --topic T [--partitions N] [--replication-factor R] [--config K=V ...]
+ *     Prints {"topic":T}. Defaults: 1 partition, the broker's default replication factor.
+ *   admin delete-topic --topic T                      prints {"topic":T}
+ *   admin list-topics [--internal]                    prints {"topics":[...]} (sorted)
+ *   admin describe-cluster                            prints {"clusterId":..,"controller":ID,"nodes":[{"id","host","port"}]}
+ *   admin describe-topic --topic T
+ *     Prints {"topic":T,"topicId":..,"internal":false,"partitions":[{"partition","leader","replicas","isr"}],
+ *             "configs":{K:V}} where configs holds only the topic's own (non-default) settings.
+ *   admin offsets --topic T
+ *     Prints per partition {"partition":P,"earliest":E,"latest":HW,"lastStable":LSO}.
+ *   admin delete-records --topic T --partition P --offset O
+ *     Deletes records before O; prints {"partition":P,"lowWatermark":LW}.
+ *   admin describe-producers --topic T
+ *     Prints per partition {"partition":P,"producers":[{"producerId","producerEpoch","lastSequence",
+ *             "lastTimestamp","coordinatorEpoch"|null,"currentTransactionStartOffset"|null}]}.
+ *   admin group-offsets --group G
+ *     Prints per committed partition {"topic","partition","offset","metadata","leaderEpoch"|null}.
+ *   admin commit-offsets --group G --topic T --partition P --offset O [--metadata M]
+ *     Commits an offset for a group with no active members; prints {"group":G}.
+ */
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.io.BufferedOutputStream;
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.Future;
+import java.util.stream.Collectors;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.ListTopicsOptions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class TestClient {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final PrintStream OUT = new PrintStream(
+            new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16), false, StandardCharsets.UTF_8);
+
+    /** Bad command line: exit status 2. */
+    private static final class UsageException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        UsageException(String message) {
+            super(message);
+        }
+    }
+
+    public static void main(String[] argv) {
+        int status;
+        try {
+            status = run(argv);
+        } catch (UsageException e) {
+            System.err.println("usage error: " + e.getMessage() + " (see the comment at the top of TestClient.java)");
+            status = 2;
+        } catch (Throwable t) {
+            System.err.println("error: " + t);
+            t.printStackTrace();
+            status = 1;
+        }
+        OUT.flush();
+        System.err.flush();
+        // exit() rather than return: client threads that did not stop must not keep the JVM alive.
+        System.exit(status);
+    }
+
+    private static int run(String[] argv) throws Exception {
+        if (argv.length == 0) {
+            throw new UsageException("no command");
+        }
+        switch (argv[0]) {
+            case "produce":
+                return produce(Args.parse(argv, 1));
+            case "consume":
+                return consume(Args.parse(argv, 1));
+            case "admin":
+                if (argv.length < 2) {
+                    throw new UsageException("admin needs a subcommand");
+                }
+                return admin(argv[1], Args.parse(argv, 2));
+            default:
+                throw new UsageException("unknown command " + argv[0]);
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // produce
+
+    private static int produce(Args a) throws Exception {
+        String topic = a.required("topic");
+        String transactionalId = a.get("transactional-id");
+        boolean idempotent = a.flag("idempotent") || transactionalId != null;
+        Properties p = common(a, "testclient-producer");
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        p.put("enable.idempotence", Boolean.toString(idempotent));
+        p.put("acks", a.get("acks", "all"));
+        p.put("compression.type", a.get("compression", "none"));
+        p.put("request.timeout.ms", "15000");
+        p.put("delivery.timeout.ms", "30000");
+        p.put("max.block.ms", Long.toString(a.timeoutMs()));
+        putIfGiven(p, "linger.ms", a.get("linger-ms"));
+        putIfGiven(p, "batch.size", a.get("batch-size"));
+        putIfGiven(p, "max.in.flight.requests.per.connection", a.get("max-in-flight"));
+        putIfGiven(p, "transactional.id", transactionalId);
+        a.applyProps(p);
+
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            if (transactionalId != null) {
+                producer.initTransactions();
+            }
+            List<Future<RecordMetadata>> pending = new ArrayList<>();
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            String line;
+            int lineNumber = 0;
+            while ((line = in.readLine()) != null) {
+                lineNumber++;
+                if (line.isBlank()) {
+                    continue;
+                }
+                JsonNode n = JSON.readTree(line);
+                if (n.has("txn")) {
+                    String action = n.get("txn").asText();
+                    switch (action) {
+                        case "begin":
+                            producer.beginTransaction();
+                            break;
+                        case "commit":
+                            producer.commitTransaction();
+                            drain(pending);
+                            break;
+                        case "abort":
+                            producer.flush();
+                            drain(pending);
+                            producer.abortTransaction();
+                            break;
+                        default:
+                            throw new UsageException("line " + lineNumber + ": unknown txn action " + action);
+                    }
+                } else if (n.has("flush")) {
+                    producer.flush();
+                    drain(pending);
+                } else {
+                    pending.add(producer.send(toRecord(topic, n, lineNumber)));
+                }
+            }
+            producer.flush();
+            drain(pending);
+        }
+        return 0;
+    }
+
+    private static ProducerRecord<byte[], byte[]> toRecord(String topic, JsonNode n, int lineNumber) {
+        if (!n.isObject()) {
+            throw new UsageException("line " + lineNumber + ": not a JSON object");
+        }
+        Integer partition = n.hasNonNull("partition") ? n.get("partition").asInt() : null;
+        Long timestamp = n.hasNonNull("timestamp") ? n.get("timestamp").asLong() : null;
+        List<Header> headers = new ArrayList<>();
+        JsonNode hs = n.get("headers");
+        if (hs != null && !hs.isNull()) {
+            for (JsonNode h : hs) {
+                if (!h.isArray() || h.size() != 2) {
+                    throw new UsageException("line " + lineNumber + ": a header is [\"key\", base64|null]");
+                }
+                headers.add(new RecordHeader(h.get(0).asText(), bytes(h.get(1))));
+            }
+        }
+        return new ProducerRecord<>(topic, partition, timestamp, bytes(n.get("key")), bytes(n.get("value")), headers);
+    }
+
+    /** Waits for every pending send, in order, and prints where each landed. */
+    private static void drain(List<Future<RecordMetadata>> pending) throws Exception {
+        for (Future<RecordMetadata> f : pending) {
+            RecordMetadata md = f.get();
+            ObjectNode o = JSON.createObjectNode();
+            o.put("partition", md.partition());
+            o.put("offset", md.hasOffset() ? md.offset() : -1L);
+            emit(o);
+        }
+        pending.clear();
+        OUT.flush();
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // consume
+
+    private static int consume(Args a) throws Exception {
+        String topic = a.required("topic");
+        String isolation = a.get("isolation", "read_uncommitted");
+        if (!isolation.equals("read_committed") && !isolation.equals("read_uncommitted")) {
+            throw new UsageException("--isolation is read_committed or read_uncommitted");
+        }
+        Properties p = common(a, "testclient-consumer");
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("isolation.level", isolation);
+        // Empty partitions otherwise hold each fetch for the default 500 ms.
+        p.put("fetch.max.wait.ms", "100");
+        p.put("request.timeout.ms", "15000");
+        p.put("default.api.timeout.ms", Long.toString(a.timeoutMs()));
+        a.applyProps(p);
+
+        long deadline = System.currentTimeMillis() + a.timeoutMs();
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            List<TopicPartition> partitions = new ArrayList<>();
+            String only = a.get("partition");
+            if (only != null) {
+                partitions.add(new TopicPartition(topic, Integer.parseInt(only)));
+            } else {
+                List<PartitionInfo> infos = consumer.partitionsFor(topic, Duration.ofMillis(a.timeoutMs()));
+                if (infos == null || infos.isEmpty()) {
+                    throw new IllegalStateException("topic " + topic + " not found");
+                }
+                for (PartitionInfo info : infos) {
+                    partitions.add(new TopicPartition(topic, info.partition()));
+                }
+                partitions.sort(Comparator.comparingInt(TopicPartition::partition));
+            }
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
+            Set<TopicPartition> remaining = new HashSet<>(partitions);
+            remaining.removeIf(tp -> consumer.position(tp) >= end.get(tp));
+            while (!remaining.isEmpty()) {
+                if (System.currentTimeMillis() > deadline) {
+                    Map<String, String> where = new TreeMap<>();
+                    for (TopicPartition tp : remaining) {
+                        where.put(tp.toString(), "position " + consumer.position(tp) + " < end " + end.get(tp));
+                    }
+                    throw new IllegalStateException("timed out before reaching the end offsets: " + where);
+                }
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+                    if (r.offset() < end.get(tp)) {
+                        emit(recordJson(r));
+                    }
+                }
+                remaining.removeIf(tp -> consumer.position(tp) >= end.get(tp));
+            }
+        }
+        return 0;
+    }
+
+    private static ObjectNode recordJson(ConsumerRecord<byte[], byte[]> r) {
+        ObjectNode o = JSON.createObjectNode();
+        o.put("partition", r.partition());
+        o.put("offset", r.offset());
+        o.put("key", base64(r.key()));
+        o.put("value", base64(r.value()));
+        ArrayNode headers = o.putArray("headers");
+        for (Header h : r.headers()) {
+            ArrayNode pair = headers.addArray();
+            pair.add(h.key());
+            pair.add(base64(h.value()));
+        }
+        o.put("timestamp", r.timestamp());
+        o.put("timestampType", r.timestampType().toString());
+        return o;
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // admin
+
+    private static int admin(String sub, Args a) throws Exception {
+        Properties p = common(a, "testclient-admin");
+        p.put("request.timeout.ms", "15000");
+        p.put("default.api.timeout.ms", Long.toString(a.timeoutMs()));
+        a.applyProps(p);
+        try (Admin admin = Admin.create(p)) {
+            switch (sub) {
+                case "create-topic": {
+                    String topic = a.required("topic");
+                    Optional<Integer> partitions = Optional.of(Integer.parseInt(a.get("partitions", "1")));
+                    String rf = a.get("replication-factor");
+                    Optional<Short> replication = rf == null ? Optional.empty() : Optional.of(Short.parseShort(rf));
+                    NewTopic nt = new NewTopic(topic, partitions, replication);
+                    nt.configs(a.keyValues("config"));
+                    admin.createTopics(List.of(nt)).all().get();
+                    emit(JSON.createObjectNode().put("topic", topic));
+                    return 0;
+                }
+                case "delete-topic": {
+                    String topic = a.required("topic");
+                    admin.deleteTopics(List.of(topic)).all().get();
+                    emit(JSON.createObjectNode().put("topic", topic));
+                    return 0;
+                }
+                case "list-topics": {
+                    Set<String> names = admin.listTopics(new ListTopicsOptions().listInternal(a.flag("internal")))
+                            .names().get();
+                    ObjectNode o = JSON.createObjectNode();
+                    ArrayNode arr = o.putArray("topics");
+                    names.stream().sorted().forEach(arr::add);
+                    emit(o);
+                    return 0;
+                }
+                case "describe-cluster": {
+                    DescribeClusterResult r = admin.describeCluster();
+                    ObjectNode o = JSON.createObjectNode();
+                    o.put("clusterId", r.clusterId().get());
+                    Node controller = r.controller().get();
+                    o.put("controller", controller == null ? -1 : controller.id());
+                    ArrayNode nodes = o.putArray("nodes");
+                    r.nodes().get().stream().sorted(Comparator.comparingInt(Node::id)).forEach(n ->
+                            nodes.addObject().put("id", n.id()).put("host", n.host()).put("port", n.port()));
+                    emit(o);
+                    return 0;
+                }
+                case "describe-topic": {
+                    String topic = a.required("topic");
+                    TopicDescription d = describe(admin, topic);
+                    ObjectNode o = JSON.createObjectNode();
+                    o.put("topic", d.name());
+                    o.put("topicId", String.valueOf(d.topicId()));
+                    o.put("internal", d.isInternal());
+                    ArrayNode parts = o.putArray("partitions");
+                    for (TopicPartitionInfo info : d.partitions()) {
+                        ObjectNode po = parts.addObject();
+                        po.put("partition", info.partition());
+                        po.put("leader", info.leader() == null ? -1 : info.leader().id());
+                        ArrayNode replicas = po.putArray("replicas");
+                        info.replicas().forEach(n -> replicas.add(n.id()));
+                        ArrayNode isr = po.putArray("isr");
+                        info.isr().forEach(n -> isr.add(n.id()));
+                    }
+                    ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+                    Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+                    ObjectNode configs = o.putObject("configs");
+                    config.entries().stream()
+                            .filter(e -> e.source() == ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG)
+                            .sorted(Comparator.comparing(ConfigEntry::name))
+                            .forEach(e -> configs.put(e.name(), e.value()));
+                    emit(o);
+                    return 0;
+                }
+                case "offsets": {
+                    List<TopicPartition> tps = partitionsOf(admin, a.required("topic"));
+                    Map<TopicPartition, ListOffsetsResultInfo> earliest = listOffsets(admin, tps, OffsetSpec.earliest(),
+                            IsolationLevel.READ_UNCOMMITTED);
+                    Map<TopicPartition, ListOffsetsResultInfo> latest = listOffsets(admin, tps, OffsetSpec.latest(),
+                            IsolationLevel.READ_UNCOMMITTED);
+                    Map<TopicPartition, ListOffsetsResultInfo> stable = listOffsets(admin, tps, OffsetSpec.latest(),
+                            IsolationLevel.READ_COMMITTED);
+                    for (TopicPartition tp : tps) {
+                        ObjectNode o = JSON.createObjectNode();
+                        o.put("partition", tp.partition());
+                        o.put("earliest", earliest.get(tp).offset());
+                        o.put("latest", latest.get(tp).offset());
+                        o.put("lastStable", stable.get(tp).offset());
+                        emit(o);
+                    }
+                    return 0;
+                }
+                case "delete-records": {
+                    TopicPartition tp = new TopicPartition(a.required("topic"), Integer.parseInt(a.required("partition")));
+                    long before = Long.parseLong(a.required("offset"));
+                    long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(before)))
+                            .lowWatermarks().get(tp).get().lowWatermark();
+                    emit(JSON.createObjectNode().put("partition", tp.partition()).put("lowWatermark", low));
+                    return 0;
+                }
+                case "describe-producers": {
+                    List<TopicPartition> tps = partitionsOf(admin, a.required("topic"));
+                    Map<TopicPartition, PartitionProducerState> states = admin.describeProducers(tps).all().get();
+                    for (TopicPartition tp : tps) {
+                        ObjectNode o = JSON.createObjectNode();
+                        o.put("partition", tp.partition());
+                        ArrayNode producers = o.putArray("producers");
+                        for (ProducerState s : states.get(tp).activeProducers()) {
+                            ObjectNode so = producers.addObject();
+                            so.put("producerId", s.producerId());
+                            so.put("producerEpoch", s.producerEpoch());
+                            so.put("lastSequence", s.lastSequence());
+                            so.put("lastTimestamp", s.lastTimestamp());
+                            if (s.coordinatorEpoch().isPresent()) {
+                                so.put("coordinatorEpoch", s.coordinatorEpoch().getAsInt());
+                            } else {
+                                so.putNull("coordinatorEpoch");
+                            }
+                            if (s.currentTransactionStartOffset().isPresent()) {
+                                so.put("currentTransactionStartOffset", s.currentTransactionStartOffset().getAsLong());
+                            } else {
+                                so.putNull("currentTransactionStartOffset");
+                            }
+                        }
+                        emit(o);
+                    }
+                    return 0;
+                }
+                case "group-offsets": {
+                    String group = a.required("group");
+                    Map<TopicPartition, OffsetAndMetadata> offsets =
+                            admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+                    List<TopicPartition> tps = new ArrayList<>(offsets.keySet());
+                    tps.sort(Comparator.comparing(TopicPartition::topic).thenComparingInt(TopicPartition::partition));
+                    for (TopicPartition tp : tps) {
+                        OffsetAndMetadata om = offsets.get(tp);
+                        if (om == null) {
+                            continue;
+                        }
+                        ObjectNode o = JSON.createObjectNode();
+                        o.put("topic", tp.topic());
+                        o.put("partition", tp.partition());
+                        o.put("offset", om.offset());
+                        o.put("metadata", om.metadata());
+                        if (om.leaderEpoch().isPresent()) {
+                            o.put("leaderEpoch", om.leaderEpoch().get());
+                        } else {
+                            o.putNull("leaderEpoch");
+                        }
+                        emit(o);
+                    }
+                    return 0;
+                }
+                case "commit-offsets": {
+                    String group = a.required("group");
+                    TopicPartition tp = new TopicPartition(a.required("topic"), Integer.parseInt(a.required("partition")));
+                    OffsetAndMetadata om = new OffsetAndMetadata(Long.parseLong(a.required("offset")), a.get("metadata", ""));
+                    admin.alterConsumerGroupOffsets(group, Map.of(tp, om)).all().get();
+                    emit(JSON.createObjectNode().put("group", group));
+                    return 0;
+                }
+                default:
+                    throw new UsageException("unknown admin subcommand " + sub);
+            }
+        }
+    }
+
+    private static TopicDescription describe(Admin admin, String topic) throws Exception {
+        return admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+    }
+
+    private static List<TopicPartition> partitionsOf(Admin admin, String topic) throws Exception {
+        return describe(admin, topic).partitions().stream()
+                .map(info -> new TopicPartition(topic, info.partition()))
+                .sorted(Comparator.comparingInt(TopicPartition::partition))
+                .collect(Collectors.toList());
+    }
+
+    private static Map<TopicPartition, ListOffsetsResultInfo> listOffsets(Admin admin, List<TopicPartition> tps,
+            OffsetSpec spec, IsolationLevel isolation) throws Exception {
+        Map<TopicPartition, OffsetSpec> request = new HashMap<>();
+        for (TopicPartition tp : tps) {
+            request.put(tp, spec);
+        }
+        return admin.listOffsets(request, new ListOffsetsOptions(isolation)).all().get();
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // helpers
+
+    private static Properties common(Args a, String clientId) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", a.required("bootstrap"));
+        p.put("client.id", clientId);
+        return p;
+    }
+
+    private static void putIfGiven(Properties p, String key, String value) {
+        if (value != null) {
+            p.put(key, value);
+        }
+    }
+
+    private static void emit(ObjectNode o) throws Exception {
+        OUT.println(JSON.writeValueAsString(o));
+    }
+
+    private static String base64(byte[] bytes) {
+        return bytes == null ? null : Base64.getEncoder().encodeToString(bytes);
+    }
+
+    private static byte[] bytes(JsonNode n) {
+        if (n == null || n.isNull()) {
+            return null;
+        }
+        if (!n.isTextual()) {
+            throw new UsageException("bytes must be a base64 string or null, got " + n);
+        }
+        return Base64.getDecoder().decode(n.asText());
+    }
+
+    /** `--name value` options (repeatable) and `--flag` switches. */
+    private static final class Args {
+        private static final Set<String> FLAGS = Set.of("idempotent", "internal");
+        private final Map<String, List<String>> values = new LinkedHashMap<>();
+        private final Set<String> flags = new HashSet<>();
+
+        static Args parse(String[] argv, int from) {
+            Args a = new Args();
+            for (int i = from; i < argv.length; i++) {
+                String arg = argv[i];
+                if (!arg.startsWith("--")) {
+                    throw new UsageException("unexpected argument " + arg);
+                }
+                String name = arg.substring(2);
+                if (FLAGS.contains(name)) {
+                    a.flags.add(name);
+                } else if (i + 1 < argv.length) {
+                    a.values.computeIfAbsent(name, k -> new ArrayList<>()).add(argv[++i]);
+                } else {
+                    throw new UsageException("--" + name + " needs a value");
+                }
+            }
+            return a;
+        }
+
+        String get(String name) {
+            List<String> v = values.get(name);
+            return v == null ? null : v.get(v.size() - 1);
+        }
+
+        String get(String name, String fallback) {
+            String v = get(name);
+            return v == null ? fallback : v;
+        }
+
+        String required(String name) {
+            String v = get(name);
+            if (v == null) {
+                throw new UsageException("--" + name + " is required");
+            }
+            return v;
+        }
+
+        boolean flag(String name) {
+            return flags.contains(name);
+        }
+
+        long timeoutMs() {
+            return Long.parseLong(get("timeout-ms", "30000"));
+        }
+
+        Map<String, String> keyValues(String name) {
+            Map<String, String> out = new LinkedHashMap<>();
+            for (String kv : values.getOrDefault(name, List.of())) {
+                int eq = kv.indexOf('=');
+                if (eq <= 0) {
+                    throw new UsageException("--" + name + " takes KEY=VALUE, got " + kv);
+                }
+                out.put(kv.substring(0, eq), kv.substring(eq + 1));
+            }
+            return out;
+        }
+
+        void applyProps(Properties p) {
+            p.putAll(keyValues("prop"));
+        }
+    }
+}
