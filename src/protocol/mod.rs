@@ -17,7 +17,9 @@
 //! - Record batch format: <https://kafka.apache.org/documentation/#recordbatch>
 
 pub mod batch;
+mod control;
 pub mod frame;
+mod records;
 
 pub use kafka_protocol::ResponseError as ErrorCode;
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME_BYTES_DEFAULT, encode_frame};
