@@ -193,7 +193,8 @@ public final class TestClient {
         putIfGiven(p, "transactional.id", transactionalId);
         a.applyProps(p);
 
-        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
+        try {
             if (transactionalId != null) {
                 producer.initTransactions();
             }
@@ -234,6 +235,9 @@ public final class TestClient {
             }
             producer.flush();
             drain(pending);
+        } finally {
+            // Bounded: the default close() waits forever for requests to a broker that may be gone.
+            producer.close(Duration.ofSeconds(10));
         }
         return 0;
     }

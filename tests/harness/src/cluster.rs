@@ -25,24 +25,26 @@
 //! reaches only the test process, whose exit then tears the brokers down.
 //!
 //! # Ports
-//! Ports are chosen at random below the kernel's ephemeral range (`ip_local_port_range`) and checked by
-//! binding them: an outgoing connection can never take such a port, so a killed broker can be restarted
-//! on its old port. If a broker still fails to bind (another process won the race), the whole start is
-//! retried on new ports.
+//! Each node has a client and a controller port on 127.0.0.1, picked by [`crate::ports`] and kept
+//! across restarts. If a broker still fails to bind (another process won the race for a port), the
+//! whole start is retried on new ports.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::broker_config::{
+    broker_properties, format_storage, random_cluster_id, write_log_configs,
+};
 use crate::dist::{self, KafkaDist};
 use crate::error::{HarnessError, Result};
+use crate::ports::pick_port;
 use crate::util::{self, TAIL_LINES};
 use crate::wire;
 
@@ -64,16 +66,6 @@ pub const DEFAULT_BROKER_JVM_OPTS: &[&str] = &[
     "-Xmx512m",
     "-XX:+UseSerialGC",
     "-XX:TieredStopAtLevel=1",
-    "-Djava.awt.headless=true",
-    "-Djava.net.preferIPv4Stack=true",
-];
-
-/// JVM options of short-lived tools (storage format, the Java test client): startup time dominates.
-pub(crate) const TOOL_JVM_OPTS: &[&str] = &[
-    "-Xmx256m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-Xshare:auto",
     "-Djava.awt.headless=true",
     "-Djava.net.preferIPv4Stack=true",
 ];
@@ -152,13 +144,19 @@ impl ClusterSpec {
 
 /// One node's fixed facts: they stay the same across kills and restarts.
 #[derive(Debug)]
-struct Node {
-    id: i32,
-    port: u16,
-    controller_port: u16,
-    dir: PathBuf,
-    config: PathBuf,
-    log: PathBuf,
+pub(crate) struct Node {
+    /// KRaft `node.id`.
+    pub(crate) id: i32,
+    /// PLAINTEXT (client) port on 127.0.0.1.
+    pub(crate) port: u16,
+    /// CONTROLLER (KRaft quorum) port on 127.0.0.1.
+    pub(crate) controller_port: u16,
+    /// `node-<id>/`, holding the config, `data/` and the log.
+    pub(crate) dir: PathBuf,
+    /// `server.properties`.
+    pub(crate) config: PathBuf,
+    /// Captured stdout/stderr of the JVM.
+    pub(crate) log: PathBuf,
 }
 
 impl Node {
@@ -672,232 +670,6 @@ impl Managed {
     }
 }
 
-/// The broker properties for `node`: harness defaults, then `spec.broker_props` (later keys win).
-fn broker_properties(
-    spec: &ClusterSpec,
-    dist: &KafkaDist,
-    nodes: &[Node],
-    node: &Node,
-) -> Vec<(String, String)> {
-    let n = nodes.len();
-    let min_isr = n.min(2);
-    let internal_partitions = if n == 1 { 1 } else { 3 };
-    let voters: Vec<String> = nodes
-        .iter()
-        .map(|x| format!("{}@127.0.0.1:{}", x.id, x.controller_port))
-        .collect();
-    let mut props: Vec<(String, String)> = vec![
-        ("process.roles".into(), "broker,controller".into()),
-        ("node.id".into(), node.id.to_string()),
-        ("controller.quorum.voters".into(), voters.join(",")),
-        (
-            "listeners".into(),
-            format!(
-                "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
-                node.port, node.controller_port
-            ),
-        ),
-        (
-            "advertised.listeners".into(),
-            format!("PLAINTEXT://127.0.0.1:{}", node.port),
-        ),
-        (
-            "listener.security.protocol.map".into(),
-            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".into(),
-        ),
-        ("controller.listener.names".into(), "CONTROLLER".into()),
-        ("inter.broker.listener.name".into(), "PLAINTEXT".into()),
-        (
-            "log.dirs".into(),
-            node.dir.join("data").display().to_string(),
-        ),
-        ("num.partitions".into(), "1".into()),
-        ("default.replication.factor".into(), n.to_string()),
-        ("min.insync.replicas".into(), "1".into()),
-        ("offsets.topic.replication.factor".into(), n.to_string()),
-        (
-            "offsets.topic.num.partitions".into(),
-            internal_partitions.to_string(),
-        ),
-        (
-            "transaction.state.log.replication.factor".into(),
-            n.to_string(),
-        ),
-        ("transaction.state.log.min.isr".into(), min_isr.to_string()),
-        (
-            "transaction.state.log.num.partitions".into(),
-            internal_partitions.to_string(),
-        ),
-        ("group.initial.rebalance.delay.ms".into(), "0".into()),
-        ("auto.create.topics.enable".into(), "false".into()),
-        // Fewer threads: several brokers share 2 cores.
-        ("num.network.threads".into(), "2".into()),
-        ("num.io.threads".into(), "2".into()),
-        ("background.threads".into(), "2".into()),
-        ("log.cleaner.threads".into(), "1".into()),
-        // The default 128 MiB dedupe buffer is allocated at startup; compaction tests need far less.
-        ("log.cleaner.dedupe.buffer.size".into(), "16777216".into()),
-        // A killed broker is fenced (and loses leadership) after 4 s instead of 9 s.
-        ("broker.heartbeat.interval.ms".into(), "500".into()),
-        ("broker.session.timeout.ms".into(), "4000".into()),
-    ];
-    if dist.major() >= 4 {
-        props.push((
-            "share.coordinator.state.topic.replication.factor".into(),
-            n.to_string(),
-        ));
-        props.push((
-            "share.coordinator.state.topic.min.isr".into(),
-            min_isr.to_string(),
-        ));
-    }
-    for (key, value) in &spec.broker_props {
-        props.retain(|(k, _)| k != key);
-        props.push((key.clone(), value.clone()));
-    }
-    props
-}
-
-/// Logging configs for both Kafka generations: log4j2 (Kafka 4.x) and log4j 1 via reload4j (Kafka 3.x),
-/// as (file name, text) pairs. Output goes to stdout, or to stderr with `to_stderr` (tools whose stdout
-/// is data).
-pub(crate) fn log_config_texts(level: &str, to_stderr: bool) -> [(String, String); 2] {
-    let suffix = if to_stderr { "tools" } else { "broker" };
-    let pattern = "[%d] %p %m (%c)%n";
-    let (target2, target1) = if to_stderr {
-        ("SYSTEM_ERR", "System.err")
-    } else {
-        ("SYSTEM_OUT", "System.out")
-    };
-    let log4j2 = format!(
-        "status = warn\n\
-         appender.console.type = Console\n\
-         appender.console.name = console\n\
-         appender.console.target = {target2}\n\
-         appender.console.layout.type = PatternLayout\n\
-         appender.console.layout.pattern = {pattern}\n\
-         rootLogger.level = {level}\n\
-         rootLogger.appenderRef.console.ref = console\n"
-    );
-    let log4j1 = format!(
-        "log4j.rootLogger={level}, console\n\
-         log4j.appender.console=org.apache.log4j.ConsoleAppender\n\
-         log4j.appender.console.Target={target1}\n\
-         log4j.appender.console.layout=org.apache.log4j.PatternLayout\n\
-         log4j.appender.console.layout.ConversionPattern={pattern}\n"
-    );
-    [
-        (format!("log4j2-{suffix}.properties"), log4j2),
-        (format!("log4j-{suffix}.properties"), log4j1),
-    ]
-}
-
-/// The JVM system properties that select the configs of [`log_config_texts`] in `dir`. Each logging
-/// backend ignores the other's property.
-pub(crate) fn log_config_props(dir: &Path, to_stderr: bool) -> Vec<String> {
-    let [(log4j2, _), (log4j1, _)] = log_config_texts("INFO", to_stderr);
-    vec![
-        format!("-Dlog4j2.configurationFile={}", dir.join(log4j2).display()),
-        format!("-Dlog4j.configuration=file:{}", dir.join(log4j1).display()),
-    ]
-}
-
-/// Writes the configs of [`log_config_texts`] into `dir` and returns [`log_config_props`].
-pub(crate) fn write_log_configs(dir: &Path, level: &str, to_stderr: bool) -> Result<Vec<String>> {
-    for (name, text) in log_config_texts(level, to_stderr) {
-        util::write_file(&dir.join(name), text)?;
-    }
-    Ok(log_config_props(dir, to_stderr))
-}
-
-/// Formats every node's storage with `kafka.tools.StorageTool format` (same jars as the broker), the
-/// nodes in parallel. With a static quorum (`controller.quorum.voters`) neither `--standalone` nor
-/// `--initial-controllers` applies; this works the same on 3.9 and 4.x.
-fn format_storage(dist: &KafkaDist, dir: &Path, cluster_id: &str, nodes: &[Node]) -> Result<()> {
-    let log_props = write_log_configs(dir, "WARN", true)?;
-    let mut jvm: Vec<String> = TOOL_JVM_OPTS.iter().map(|s| s.to_string()).collect();
-    jvm.extend(log_props);
-    let handles: Vec<_> = nodes
-        .iter()
-        .map(|node| {
-            let mut cmd = dist.java(&jvm, None);
-            cmd.arg("kafka.tools.StorageTool")
-                .arg("format")
-                .arg("--cluster-id")
-                .arg(cluster_id)
-                .arg("--config")
-                .arg(&node.config);
-            std::thread::spawn(move || util::run_captured(cmd, None, false))
-        })
-        .collect();
-    for handle in handles {
-        handle
-            .join()
-            .expect("invariant: run_captured does not panic")?;
-    }
-    Ok(())
-}
-
-/// A random KRaft cluster id: 16 random bytes in URL-safe base64 without padding (22 characters), the
-/// format `kafka-storage random-uuid` prints.
-fn random_cluster_id() -> String {
-    let bytes = [
-        util::random_u64().to_le_bytes(),
-        util::random_u64().to_le_bytes(),
-    ]
-    .concat();
-    util::base64_encode(&bytes)
-        .replace('+', "-")
-        .replace('/', "_")
-        .trim_end_matches('=')
-        .to_string()
-}
-
-/// A free loopback port, never the same one twice within this process (see "Ports" above).
-pub(crate) fn pick_port() -> Result<u16> {
-    static USED: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
-    let used = USED.get_or_init(Default::default);
-    let mut used = used.lock().unwrap_or_else(|p| p.into_inner());
-    let range = port_range();
-    for _ in 0..1000 {
-        let port = match range {
-            Some((low, high)) => low + (util::random_u64() % u64::from(high - low)) as u16,
-            None => {
-                // No room below the ephemeral range: let the kernel pick (restarts may then race).
-                let listener = TcpListener::bind("127.0.0.1:0")
-                    .map_err(|e| HarnessError::io("binding a port", e))?;
-                listener
-                    .local_addr()
-                    .map_err(|e| HarnessError::io("binding a port", e))?
-                    .port()
-            }
-        };
-        if used.contains(&port) {
-            continue;
-        }
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            used.insert(port);
-            return Ok(port);
-        }
-    }
-    Err(HarnessError::InvalidArgument(
-        "no free loopback port found in 1000 tries".into(),
-    ))
-}
-
-/// Ports to choose from: `[10000, start of the ephemeral range)`, if that range has room.
-fn port_range() -> Option<(u16, u16)> {
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .next()
-                .and_then(|p| p.parse::<u16>().ok())
-        })
-        .unwrap_or(32768);
-    (ephemeral_low >= 12000).then_some((10000, ephemeral_low))
-}
-
 fn keep_clusters() -> bool {
     std::env::var_os("KMP_KEEP_CLUSTERS").is_some_and(|v| !v.is_empty() && v != "0")
 }
@@ -921,45 +693,5 @@ fn remove_stale_cluster_dirs(clusters_dir: &Path) {
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cluster_ids_look_like_kafka_uuids() {
-        let id = random_cluster_id();
-        assert_eq!(id.len(), 22, "{id}");
-        assert!(
-            id.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
-            "{id}"
-        );
-    }
-
-    #[test]
-    fn user_props_override_defaults() {
-        let spec = ClusterSpec::new("t")
-            .prop("num.io.threads", "8")
-            .prop("x.y", "z");
-        let dist = KafkaDist::for_tests("4.4.0", 4);
-        let node = Node {
-            id: 0,
-            port: 1,
-            controller_port: 2,
-            dir: PathBuf::from("/n"),
-            config: PathBuf::new(),
-            log: PathBuf::new(),
-        };
-        let props = broker_properties(&spec, &dist, std::slice::from_ref(&node), &node);
-        assert_eq!(
-            props.iter().filter(|(k, _)| k == "num.io.threads").count(),
-            1
-        );
-        assert!(props.contains(&("num.io.threads".into(), "8".into())));
-        assert!(props.contains(&("x.y".into(), "z".into())));
-        assert!(props.contains(&("controller.quorum.voters".into(), "0@127.0.0.1:2".into())));
     }
 }

@@ -15,12 +15,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::error::{HarnessError, Result};
 use crate::util::{self, FileLock};
 
 /// The Kafka version used when `KAFKA_VERSION` is not set.
 pub const DEFAULT_KAFKA_VERSION: &str = "4.4.0";
+
+/// Longest the Maven download may take.
+const MAVEN_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Marker written inside `libs/` once Maven has copied every jar.
 const MARKER: &str = ".provisioned";
@@ -133,7 +137,7 @@ pub fn dist(version: &str) -> Result<KafkaDist> {
         // Kafka 3.x brings its own SLF4J binding (reload4j); see the profile in the pom.
         cmd.arg("-Dkafka.logging=reload4j");
     }
-    util::run_captured(cmd, None, false)?;
+    util::run_captured(cmd, None, false, MAVEN_TIMEOUT)?;
     let kafka_jar = staged.join(format!("kafka_2.13-{version}.jar"));
     if !kafka_jar.is_file() {
         return Err(HarnessError::InvalidArgument(format!(

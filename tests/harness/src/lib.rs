@@ -24,11 +24,14 @@
 
 #![forbid(unsafe_code)]
 
+mod broker_config;
 mod client;
 mod cluster;
 mod dist;
 mod error;
 mod librdkafka;
+mod ports;
+mod records;
 mod util;
 mod wire;
 
@@ -36,14 +39,17 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use client::{
-    Compression, ConsumeOptions, ConsumedRecord, GroupOffset, Isolation, JavaClient,
-    PartitionOffsets, PartitionProducers, PartitionState, ProduceLine, ProduceOptions,
-    ProducerRecord, ProducerState, TopicDescription, wait_topic_ready,
+    GroupOffset, JavaClient, PartitionOffsets, PartitionProducers, PartitionState, ProducerState,
+    TopicDescription, wait_topic_ready,
 };
 pub use cluster::{BROKER_START_TIMEOUT, Cluster, ClusterSpec, DEFAULT_BROKER_JVM_OPTS};
 pub use dist::{DEFAULT_KAFKA_VERSION, KafkaDist, default_version, dist};
 pub use error::{HarnessError, Result};
 pub use librdkafka::{librdkafka_consume, provision_python};
+pub use records::{
+    Compression, ConsumeOptions, ConsumedRecord, Isolation, ProduceLine, ProduceOptions,
+    ProducerRecord,
+};
 pub use util::repo_root;
 pub use wire::{Metadata, MetadataBroker, MetadataPartition, MetadataTopic, metadata};
 

@@ -7,9 +7,14 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
-use crate::client::{self, ConsumeOptions, ConsumedRecord};
+/// Longest venv creation or `pip install` may take.
+const PIP_TIMEOUT: Duration = Duration::from_secs(900);
+
+use crate::client;
 use crate::error::{HarnessError, Result};
+use crate::records::{self, ConsumeOptions, ConsumedRecord};
 use crate::util::{self, FileLock};
 
 /// Returns a Python interpreter that can `import confluent_kafka`, creating `target/py-venv` if needed.
@@ -39,7 +44,7 @@ pub fn provision_python() -> Result<PathBuf> {
     if !python.is_file() {
         let mut cmd = Command::new("python3");
         cmd.args(["-m", "venv"]).arg(&venv);
-        util::run_captured(cmd, None, false)?;
+        util::run_captured(cmd, None, false, PIP_TIMEOUT)?;
     }
     let mut pip = Command::new(&python);
     pip.args([
@@ -51,7 +56,7 @@ pub fn provision_python() -> Result<PathBuf> {
         "-r",
     ])
     .arg(&requirements);
-    util::run_captured(pip, None, false)?;
+    util::run_captured(pip, None, false, PIP_TIMEOUT)?;
     util::write_file(&marker, &hash)?;
     Ok(python)
 }
@@ -73,8 +78,8 @@ pub fn librdkafka_consume(
         .args(["--bootstrap", bootstrap, "--topic", topic])
         .args(opts.args());
     let described = util::describe_command(&cmd);
-    let output = util::run_captured(cmd, None, true)?;
+    let output = util::run_captured(cmd, None, true, client::CLIENT_TIMEOUT)?;
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let values = client::parse_json_lines(&described, &stdout)?;
-    client::records_from_json(&described, &values)
+    let values = records::parse_json_lines(&described, &stdout)?;
+    records::records_from_json(&described, &values)
 }

@@ -115,38 +115,82 @@ pub(crate) fn file_tail(path: &Path, n: usize) -> String {
     }
 }
 
-/// Runs `cmd` to completion with `stdin` fed to it, capturing stdout and stderr.
+/// Runs `cmd` to completion with `stdin` fed to it, capturing stdout and stderr. A command still running
+/// after `timeout` is killed (SIGKILL) and reported as failed, so a hung client cannot hang a test.
 ///
 /// # Errors
-/// If it cannot be spawned, or exits unsuccessfully ([`HarnessError::Command`] with the tail of
-/// stderr, and of stdout when `stdout_is_data` is false).
+/// If it cannot be spawned, times out, or exits unsuccessfully ([`HarnessError::Command`] with the
+/// tail of stderr, and of stdout when `stdout_is_data` is false).
 pub(crate) fn run_captured(
     mut cmd: Command,
     stdin: Option<Vec<u8>>,
     stdout_is_data: bool,
+    timeout: Duration,
 ) -> Result<Output> {
     let described = describe_command(&cmd);
-    cmd.stdin(if stdin.is_some() {
+    let stdin_mode = if stdin.is_some() {
         Stdio::piped()
     } else {
         Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    };
+    cmd.stdin(stdin_mode)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().io_context(|| format!("spawning {described}"))?;
-    // Feed stdin from a thread: writing it all before reading stdout could deadlock on full pipes.
+    // Feed stdin and drain stdout/stderr on threads: any fixed order could deadlock on full pipes.
     let feeder = match (stdin, child.stdin.take()) {
         (Some(bytes), Some(mut pipe)) => Some(std::thread::spawn(move || pipe.write_all(&bytes))),
         _ => None,
     };
-    let output = child
-        .wait_with_output()
-        .io_context(|| format!("waiting for {described}"))?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child
+            .try_wait()
+            .io_context(|| format!("waiting for {described}"))?
+        {
+            break status;
+        }
+        if start.elapsed() > timeout {
+            timed_out = true;
+            let _ = child.kill();
+            break child
+                .wait()
+                .io_context(|| format!("waiting for {described}"))?;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     if let Some(feeder) = feeder {
         // A broken pipe here means the child exited early; its status tells the real story.
         let _ = feeder.join();
     }
-    if !output.status.success() {
+    let output = Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    };
+    if timed_out || !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let output_tail = if stdout_is_data {
             tail(&stderr, TAIL_LINES)
@@ -158,9 +202,14 @@ pub(crate) fn run_captured(
                 tail(&stderr, TAIL_LINES)
             )
         };
+        let status = if timed_out {
+            format!("killed after the {} s timeout", timeout.as_secs())
+        } else {
+            output.status.to_string()
+        };
         return Err(HarnessError::Command {
             command: described,
-            status: output.status.to_string(),
+            status,
             output_tail,
         });
     }
