@@ -325,33 +325,42 @@ impl Client {
         md.brokers.keys().next().copied().ok_or(ClientError::UnknownBroker { broker: -1 })
     }
 
-    /// The leader of `topic`-`partition`, refreshing metadata once if it is not cached.
+    /// The leader of `topic`-`partition`. If the cache does not know one, metadata is refreshed
+    /// until a leader appears (a new topic, an election) or the retry deadline passes. Looking up a
+    /// leader sends nothing to the partition, so this is safe before writes too.
     ///
     /// # Errors
-    /// [`ClientError::NoLeader`] if the partition has no leader after a refresh.
+    /// [`ClientError::RetriesExhausted`] around [`ClientError::NoLeader`].
     pub async fn leader_of(&self, topic: &str, partition: i32) -> Result<i32, ClientError> {
         if let Some(id) = self.lock_metadata().leader_of(topic, partition) {
             return Ok(id);
         }
-        let fresh = self.refresh_metadata(&[topic]).await?;
-        fresh.leader_of(topic, partition).ok_or_else(|| ClientError::NoLeader { topic: topic.to_owned(), partition })
+        self.retrying(&[topic], || async {
+            let fresh = self.refresh_metadata(&[topic]).await?;
+            fresh.leader_of(topic, partition).ok_or_else(|| ClientError::NoLeader { topic: topic.to_owned(), partition })
+        })
+        .await
     }
 
-    /// The topic id of `topic` (all zero if unknown to this cluster version).
+    /// The topic id of `topic` (all zero if unknown to this cluster version). A topic that metadata
+    /// does not show yet (just created) is waited for within the retry deadline.
     ///
     /// # Errors
-    /// [`ClientError::Broker`] with `UnknownTopicOrPartition` if it does not exist.
+    /// [`ClientError::RetriesExhausted`] around `UnknownTopicOrPartition` if it does not exist.
     pub async fn topic_id(&self, topic: &str) -> Result<Uuid, ClientError> {
         if let Some(t) = self.lock_metadata().topics.get(topic) {
             return Ok(t.topic_id);
         }
-        let fresh = self.refresh_metadata(&[topic]).await?;
-        fresh.topics.get(topic).map(|t| t.topic_id).ok_or_else(|| ClientError::Broker {
-            api_key: ApiKey::Metadata,
-            target: Target { topic: Some(topic.to_owned()), ..Target::default() },
-            code: ErrorCode::UnknownTopicOrPartition,
-            message: None,
+        self.retrying(&[topic], || async {
+            let fresh = self.refresh_metadata(&[topic]).await?;
+            fresh.topics.get(topic).map(|t| t.topic_id).ok_or_else(|| ClientError::Broker {
+                api_key: ApiKey::Metadata,
+                target: Target { topic: Some(topic.to_owned()), ..Target::default() },
+                code: ErrorCode::UnknownTopicOrPartition,
+                message: None,
+            })
         })
+        .await
     }
 
     /// Sends `request` to broker `broker`, mapping transport errors to [`ClientError::Connection`].

@@ -1,0 +1,7 @@
+//! Integration tests against real Apache Kafka brokers, started by `tests/harness`.
+//!
+//! One test binary, so that every test shares the same source and destination clusters (started on
+//! first use); tests keep apart through unique topic names.
+
+mod client;
+mod common;
