@@ -584,10 +584,8 @@ impl Client {
         let mut results: BTreeMap<(String, i32), Result<Produced, ClientError>> = BTreeMap::new();
         for t in response.responses {
             let name = if t.name.0.is_empty() {
-                batches.iter().find(|_| true).map(|b| b.topic.clone()).filter(|_| false).unwrap_or_else(|| {
-                    // v13 answers with topic ids only; map back through the metadata cache.
-                    self.cached_metadata().topics.values().find(|i| i.topic_id == t.topic_id).map(|i| i.name.clone()).unwrap_or_default()
-                })
+                // v13 answers with topic ids only; map back through the metadata cache.
+                self.cached_metadata().topics.values().find(|i| i.topic_id == t.topic_id).map(|i| i.name.clone()).unwrap_or_default()
             } else {
                 t.name.0.to_string()
             };
@@ -754,11 +752,10 @@ impl Client {
                         .with_partition_index(partition)
                         .with_offset(offset)])]);
             let response = self.send_to(leader, &request, None).await?;
-            for t in response.topics {
-                for p in t.partitions.into_iter().filter(|p| p.partition_index == partition) {
-                    broker_error(ApiKey::DeleteRecords, partition_target(leader, topic, partition), p.error_code, None)?;
-                    return Ok(p.low_watermark);
-                }
+            let result = response.topics.into_iter().flat_map(|t| t.partitions).find(|p| p.partition_index == partition);
+            if let Some(p) = result {
+                broker_error(ApiKey::DeleteRecords, partition_target(leader, topic, partition), p.error_code, None)?;
+                return Ok(p.low_watermark);
             }
             Err(ClientError::MissingInResponse { api_key: ApiKey::DeleteRecords, target: partition_target(leader, topic, partition) })
         })

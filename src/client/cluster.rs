@@ -368,12 +368,11 @@ impl Client {
     ///
     /// # Errors
     /// Connection errors only; the response's error codes are the caller's to read.
-    pub async fn send_to<R: kafka_protocol::protocol::Request>(
-        &self,
-        broker: i32,
-        request: &R,
-        version: Option<i16>,
-    ) -> Result<R::Response, ClientError> {
+    pub async fn send_to<R>(&self, broker: i32, request: &R, version: Option<i16>) -> Result<R::Response, ClientError>
+    where
+        R: kafka_protocol::protocol::Request + Sync,
+        R::Response: Send,
+    {
         let api_key = ApiKey::try_from(R::KEY).expect("invariant: every kafka-protocol Request has a known ApiKey");
         let conn = self.connection(broker).await?;
         conn.send(request, version).await.map_err(|source| ClientError::Connection { broker, api_key, source })

@@ -268,13 +268,21 @@ impl BrokerConnection {
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves no partial frame and no waiter behind; if its frame was
     /// already written, the broker may still apply it, and the response is discarded.
-    pub async fn send<R: Request>(&self, request: &R, version: Option<i16>) -> Result<R::Response, ConnectionError> {
+    pub async fn send<R>(&self, request: &R, version: Option<i16>) -> Result<R::Response, ConnectionError>
+    where
+        R: Request + Sync,
+        R::Response: Send,
+    {
         let api_key = api_key_of::<R>();
         let version = self.version_for(api_key, version)?;
         self.send_version(request, version).await
     }
 
-    async fn send_version<R: Request>(&self, request: &R, version: i16) -> Result<R::Response, ConnectionError> {
+    async fn send_version<R>(&self, request: &R, version: i16) -> Result<R::Response, ConnectionError>
+    where
+        R: Request + Sync,
+        R::Response: Send,
+    {
         let api_key = api_key_of::<R>();
         let _permit = self.in_flight.acquire().await.map_err(|_| ConnectionError::Closed { addr: self.addr().to_owned() })?;
         let correlation_id = self.shared.next_correlation_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
