@@ -1,6 +1,10 @@
-//! The replicator: fetches record batches from source partition leaders and writes them to the
-//! destination at the same offsets (spec §3–5): batch header rewrite, sequence renumbering, producer id
-//! mapping, transaction markers, gap filling, reconciliation after ambiguous outcomes, throttling.
+//! The replicator: copies source partitions into an unmodified destination at the same offsets
+//! (spec §3–5).
 //!
-//! Must not touch: client connections of the proxy, or mirror state other than through `mirror`'s
-//! interfaces. Not built yet (issue 4).
+//! Owns: fetching from source leaders, turning source batches into destination writes ([`plan`]),
+//! producer id mapping and sequence renumbering ([`producers`]), writing with offset checks,
+//! reconciliation after ambiguous outcomes, and per-partition status. Does not own: the mirror's
+//! persistent state or its API (`mirror`, `admin`), nor client connections of the proxy.
+
+pub mod plan;
+pub mod producers;
