@@ -166,9 +166,10 @@ pub(crate) fn write_log_configs(dir: &Path, level: &str, to_stderr: bool) -> Res
 }
 
 /// Formats every node's storage with `kafka.tools.StorageTool format` (same jars as the broker), the
-/// nodes in parallel. With a static quorum (`controller.quorum.voters`) neither `--standalone` nor
+/// nodes in parallel, with the spec's release version and features. With a static quorum (`controller.quorum.voters`) neither `--standalone` nor
 /// `--initial-controllers` applies; this works the same on 3.9 and 4.x.
 pub(crate) fn format_storage(
+    spec: &ClusterSpec,
     dist: &KafkaDist,
     dir: &Path,
     cluster_id: &str,
@@ -187,6 +188,12 @@ pub(crate) fn format_storage(
                 .arg(cluster_id)
                 .arg("--config")
                 .arg(&node.config);
+            if let Some(release) = &spec.release_version {
+                cmd.arg("--release-version").arg(release);
+            }
+            for (name, level) in &spec.features {
+                cmd.arg("--feature").arg(format!("{name}={level}"));
+            }
             std::thread::spawn(move || util::run_captured(cmd, None, false, FORMAT_TIMEOUT))
         })
         .collect();

@@ -106,6 +106,12 @@ pub struct ClusterSpec {
     pub broker_props: Vec<(String, String)>,
     /// JVM options for each broker; defaults to [`DEFAULT_BROKER_JVM_OPTS`].
     pub jvm_opts: Vec<String>,
+    /// `metadata.version` to format with (`--release-version`, e.g. `3.7-IV4`), to behave like an
+    /// older cluster; `None` is the version's latest.
+    pub release_version: Option<String>,
+    /// Feature levels to format with (`--feature name=level`), e.g. `("transaction.version", 0)` for
+    /// pre-KIP-890 transactions on 4.x, whose default is 2.
+    pub features: Vec<(String, u16)>,
 }
 
 impl ClusterSpec {
@@ -120,6 +126,8 @@ impl ClusterSpec {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            release_version: None,
+            features: Vec::new(),
         }
     }
 
@@ -138,6 +146,18 @@ impl ClusterSpec {
     /// Adds (or overrides) one broker property.
     pub fn prop(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.broker_props.push((key.into(), value.into()));
+        self
+    }
+
+    /// Formats with this `metadata.version` (see [`ClusterSpec::release_version`]).
+    pub fn release_version(mut self, release_version: impl Into<String>) -> Self {
+        self.release_version = Some(release_version.into());
+        self
+    }
+
+    /// Formats with a feature level (see [`ClusterSpec::features`]).
+    pub fn feature(mut self, name: impl Into<String>, level: u16) -> Self {
+        self.features.push((name.into(), level));
         self
     }
 }
@@ -287,7 +307,7 @@ impl Cluster {
             util::write_file(&node.config, text).map_err(fatal)?;
         }
         let cluster_id = random_cluster_id();
-        format_storage(dist, dir, &cluster_id, &nodes).map_err(fatal)?;
+        format_storage(spec, dist, dir, &cluster_id, &nodes).map_err(fatal)?;
         let mut jvm_opts = spec.jvm_opts.clone();
         jvm_opts.extend(broker_log_props);
         let node_count = nodes.len();

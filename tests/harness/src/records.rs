@@ -272,7 +272,9 @@ pub struct ConsumeOptions {
     pub partition: Option<i32>,
     /// Deadline for the whole read, ms (default 30000).
     pub timeout_ms: u64,
-    /// Any other consumer configs, applied last.
+    /// Any other consumer configs, applied last. Passed as they are to whichever reader runs, and
+    /// Java and librdkafka name some settings differently (`fetch.max.wait.ms` vs
+    /// `fetch.wait.max.ms`), so props are reader-specific.
     pub props: Vec<(String, String)>,
 }
 

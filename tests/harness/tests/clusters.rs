@@ -160,10 +160,23 @@ fn kafka_3_9_cluster_with_transactions() {
 
     let offsets = client.offsets(&bootstrap, &topic).expect("offsets");
     assert_eq!((offsets[0].latest, offsets[0].last_stable), (5, 5));
+
+    // A graceful stop and restart keeps everything, including the transaction state.
+    cluster.stop_broker(0).expect("graceful stop");
+    cluster.start_broker(0).expect("restart");
+    let again = client
+        .consume(&bootstrap, &topic, &committed)
+        .expect("consume after restart");
+    assert_eq!(again, java);
+
     let log = std::fs::read_to_string(cluster.log_path(0).expect("log path")).expect("read log");
     assert!(
         log.contains("Kafka Server started"),
         "3.x logging (reload4j) reaches the log file"
+    );
+    assert!(
+        log.contains("JVM exited with status 143"),
+        "the stop was a SIGTERM"
     );
 }
 
