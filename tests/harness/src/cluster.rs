@@ -9,10 +9,12 @@
 //! # Layout
 //! ```text
 //! target/kafka-clusters/<name>-<pid>-<n>/
-//!     log4j2.properties, log4j.properties   broker logging -> stdout (Kafka 4.x / 3.x)
+//!     log4j2-broker.properties, log4j-broker.properties   broker logging to stdout (4.x / 3.x)
+//!     log4j2-tools.properties, log4j-tools.properties     storage tool logging to stderr
 //!     node-<id>/server.properties
-//!     node-<id>/data/                        log.dirs, formatted by kafka.tools.StorageTool
-//!     node-<id>/broker.log                   the JVM's stdout+stderr, appended across restarts
+//!     node-<id>/data/        log.dirs, formatted by kafka.tools.StorageTool
+//!     node-<id>/broker.log   the JVM's stdout+stderr, appended across restarts, with a
+//!                            "=== kafka-harness:" line at each start and exit (with its status)
 //! ```
 //! Directories of processes that no longer exist are removed when the next cluster starts; a dropped
 //! [`Cluster`] removes its own unless the thread is panicking. `KMP_KEEP_CLUSTERS=1` keeps everything.

@@ -13,9 +13,12 @@
 //!   `tests/clients/dump_records.py`) printing the same records as the Java consumer, for comparisons.
 //! - [`metadata`]: a minimal Metadata v4 request, used for readiness checks.
 //!
-//! Costs, for planning tests (2 cores): a 1-node cluster starts in about 4 s, a 3-node one in about
-//! 8 s; each [`JavaClient`] call starts a JVM (about 1.3 s); [`librdkafka_consume`] about 0.5 s. So
+//! Costs, for planning tests (2 cores): a 1-node cluster starts in about 3 s, a 3-node one in about
+//! 6 s; each [`JavaClient`] call starts a JVM (about 1.3 s); [`librdkafka_consume`] about 0.5 s. So
 //! share clusters through [`source`] and friends, and batch many records into one `produce` call.
+//!
+//! Shared clusters live as long as the test process, so run tests with `cargo test` (one process per
+//! test binary); a runner with one process per test (nextest) would start clusters for every test.
 //!
 //! Environment:
 //! - `KAFKA_VERSION`: Kafka version of the shared clusters and of [`java_client`] (default 4.4.0).
