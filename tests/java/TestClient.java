@@ -26,9 +26,13 @@
  *           "headers" may be absent; header order and repeated keys are kept.
  *       {"txn":"begin"} | {"txn":"commit"} | {"txn":"abort"}   transaction control (needs --transactional-id)
  *       {"flush":true}                                         flush: send everything buffered now
+ *       {"halt":true}    flush, print the results, then exit at once (Runtime.halt) without closing the
+ *                        producer: an open transaction stays open (until transaction.timeout.ms), as
+ *                        when a producer crashes. Later lines are not read.
  *     Prints {"partition":P,"offset":O} for every record, in input order, once it is acknowledged (offset
  *     -1 with --acks 0). Results are printed at each flush, commit, abort and at end of input. Records sent
  *     before an abort are flushed first, so they occupy offsets (then are aborted) and are printed too.
+ *     A clean end of input closes the producer, which (in 4.x clients) aborts an open transaction.
  *     Defaults: acks=all, enable.idempotence=false unless --idempotent or --transactional-id,
  *     compression none, the client's linger/batch defaults, delivery.timeout.ms 30000.
  *
@@ -229,6 +233,11 @@ public final class TestClient {
                 } else if (n.has("flush")) {
                     producer.flush();
                     drain(pending);
+                } else if (n.has("halt")) {
+                    producer.flush();
+                    drain(pending);
+                    System.err.flush();
+                    Runtime.getRuntime().halt(0);
                 } else {
                     pending.add(producer.send(toRecord(topic, n, lineNumber)));
                 }

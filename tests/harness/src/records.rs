@@ -163,6 +163,9 @@ pub enum ProduceLine {
     Abort,
     /// `flush()`: ends the current batches.
     Flush,
+    /// `flush()`, report, then exit without closing the producer, as if it crashed: an open
+    /// transaction stays open (the LSO stays put) until `transaction.timeout.ms`. Must come last.
+    Halt,
 }
 
 impl From<ProducerRecord> for ProduceLine {
@@ -179,6 +182,7 @@ impl ProduceLine {
             ProduceLine::Commit => json!({"txn": "commit"}),
             ProduceLine::Abort => json!({"txn": "abort"}),
             ProduceLine::Flush => json!({"flush": true}),
+            ProduceLine::Halt => json!({"halt": true}),
         }
     }
 }
