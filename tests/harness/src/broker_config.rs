@@ -184,8 +184,8 @@ pub(crate) fn format_storage(
             let mut cmd = dist.java(&jvm, None);
             cmd.arg("kafka.tools.StorageTool")
                 .arg("format")
-                .arg("--cluster-id")
-                .arg(cluster_id)
+                // `=` form: a random cluster id may start with '-', which argparse would read as a flag.
+                .arg(format!("--cluster-id={cluster_id}"))
                 .arg("--config")
                 .arg(&node.config);
             if let Some(release) = &spec.release_version {
