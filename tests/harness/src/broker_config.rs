@@ -92,6 +92,10 @@ pub(crate) fn broker_properties(
         ("log.cleaner.threads".into(), "1".into()),
         // The default 128 MiB dedupe buffer is allocated at startup; compaction tests need far less.
         ("log.cleaner.dedupe.buffer.size".into(), "16777216".into()),
+        // Retention and the cleaner act within seconds, so retention and compaction tests stay short.
+        ("log.retention.check.interval.ms".into(), "1000".into()),
+        ("log.cleaner.backoff.ms".into(), "1000".into()),
+        ("log.initial.task.delay.ms".into(), "1000".into()),
         // A killed broker is fenced (and loses leadership) after 4 s instead of 9 s.
         ("broker.heartbeat.interval.ms".into(), "500".into()),
         ("broker.session.timeout.ms".into(), "4000".into()),
