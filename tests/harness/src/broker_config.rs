@@ -210,18 +210,24 @@ pub(crate) fn format_storage(
 }
 
 /// A random KRaft cluster id: 16 random bytes in URL-safe base64 without padding (22 characters), the
-/// format `kafka-storage random-uuid` prints.
+/// format `kafka-storage random-uuid` prints. Like Kafka's `Uuid.randomUuid`, it never starts with `-`,
+/// which the storage tool's argument parser would take for an option.
 pub(crate) fn random_cluster_id() -> String {
-    let bytes = [
-        util::random_u64().to_le_bytes(),
-        util::random_u64().to_le_bytes(),
-    ]
-    .concat();
-    util::base64_encode(&bytes)
-        .replace('+', "-")
-        .replace('/', "_")
-        .trim_end_matches('=')
-        .to_string()
+    loop {
+        let bytes = [
+            util::random_u64().to_le_bytes(),
+            util::random_u64().to_le_bytes(),
+        ]
+        .concat();
+        let id = util::base64_encode(&bytes)
+            .replace('+', "-")
+            .replace('/', "_")
+            .trim_end_matches('=')
+            .to_string();
+        if !id.starts_with('-') {
+            return id;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -231,6 +237,9 @@ mod tests {
 
     #[test]
     fn cluster_ids_look_like_kafka_uuids() {
+        for _ in 0..2000 {
+            assert!(!random_cluster_id().starts_with('-'));
+        }
         let id = random_cluster_id();
         assert_eq!(id.len(), 22, "{id}");
         assert!(
