@@ -18,6 +18,7 @@
     reason = "a command-line tool reporting to its user"
 )]
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use kafka_harness::{Cluster, ClusterSpec, JavaClient, default_version, dist, provision_python};
@@ -81,19 +82,26 @@ fn run(args: &[String]) -> Result<(), String> {
                 spec = spec.prop(k, v);
             }
             let cluster = Cluster::start(spec).map_err(|e| e.to_string())?;
-            println!("bootstrap={}", cluster.bootstrap());
+            // Print errors are ignored: `kafka-harness up | head -1` must keep the cluster running.
+            say(format_args!("bootstrap={}", cluster.bootstrap()));
             for id in cluster.node_ids() {
                 if let Some(log) = cluster.log_path(id) {
-                    println!("log={}", log.display());
+                    say(format_args!("log={}", log.display()));
                 }
             }
-            println!("running; Ctrl-C stops the cluster");
+            say(format_args!("running; Ctrl-C stops the cluster"));
             loop {
                 std::thread::park();
             }
         }
         _ => Err(format!("unknown command {command:?}\n{USAGE}")),
     }
+}
+
+/// Prints a line to stdout, ignoring a closed pipe.
+fn say(line: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 fn parse_options(args: &[String]) -> Result<Vec<(String, String)>, String> {

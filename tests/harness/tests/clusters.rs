@@ -188,12 +188,15 @@ fn brokers_die_with_the_process_that_started_them() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn kafka-harness up");
-    let stdout = up.stdout.take().expect("piped");
+    // Read up to the last line it prints, and keep the pipe open: it must die by the SIGKILL below.
+    let mut lines = BufReader::new(up.stdout.take().expect("piped")).lines();
     let mut bootstrap = None;
-    for line in BufReader::new(stdout).lines() {
+    for line in lines.by_ref() {
         let line = line.expect("read kafka-harness output");
         if let Some(b) = line.strip_prefix("bootstrap=") {
             bootstrap = Some(b.to_string());
+        }
+        if line.starts_with("running") {
             break;
         }
     }
@@ -203,8 +206,17 @@ fn brokers_die_with_the_process_that_started_them() {
         "cluster answers"
     );
 
+    assert!(
+        up.try_wait().expect("poll").is_none(),
+        "kafka-harness up exited early"
+    );
     up.kill().expect("SIGKILL kafka-harness up");
-    up.wait().expect("reap");
+    let status = up.wait().expect("reap");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    drop(lines);
     let addr = bootstrap.parse().expect("socket address");
     eventually(
         "the orphaned broker to die",
