@@ -1,7 +1,7 @@
 //! Test harness for kafka-mirror-proxy: real Apache Kafka brokers and independent Kafka clients.
 //!
 //! Components:
-//! - [`dist`]: provisions a Kafka version's jars from Maven Central (`tests/kafka/pom.xml`) into
+//! - [`dist()`]: provisions a Kafka version's jars from Maven Central (`tests/kafka/pom.xml`) into
 //!   `target/kafka/<version>/libs`, once, safely across concurrent test processes.
 //! - [`Cluster`]: starts KRaft clusters (1 or 3 combined broker+controller nodes) on loopback ports,
 //!   with kill/restart of single nodes; JVMs die with the test process whatever ends it.
