@@ -385,3 +385,119 @@ async fn divergence_and_recreated_source_topics_fail_their_partitions() {
     assert!(reason.contains("deleted") || reason.contains("re-created"), "{reason}");
     replicator.shutdown().await;
 }
+
+/// The `replicate` tool (tests/tools/replicate.rs), built with the tests as an example.
+fn replicate_tool() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
+    let tool = dir.join("examples").join("replicate");
+    assert!(tool.exists(), "{} missing: build with `cargo test --all-targets` or `cargo build --examples`", tool.display());
+    tool
+}
+
+/// Starts the replicator as its own process; its stdout has one JSON status line per partition
+/// every 200 ms.
+fn spawn_replicate(src: &Cluster, dst: &Cluster, topic: &str) -> std::process::Child {
+    std::process::Command::new(replicate_tool())
+        .args(["--source", &src.bootstrap(), "--destination", &dst.bootstrap(), topic])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the destination's end offsets equal the source's for every partition of `topic`.
+async fn wait_ends_equal(src: &Client, dst: &Client, topic: &str, partitions: i32) {
+    let all: Vec<i32> = (0..partitions).collect();
+    let done = poll_until(CATCH_UP, || async {
+        let a = src.list_offsets(topic, &all, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.ok()?;
+        let b = dst.list_offsets(topic, &all, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.ok()?;
+        (a == b).then_some(())
+    })
+    .await;
+    assert!(done.is_some(), "destination of {topic} did not reach the source's end offsets");
+}
+
+/// kill -9 of the replicator process mid-copy, then a restart: no gap, no duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicator_killed_mid_copy_resumes_exactly() {
+    let (src, dst, java) = (source(), destination(), java_client());
+    let topic = unique_name("mirror-kill9");
+    java.create_topic(&src.bootstrap(), &topic, 3, 1, &[]).unwrap();
+    let write = |round: usize| {
+        let idem = JavaProduceOptions { idempotent: round % 2 == 0, compression: Compression::Snappy, linger_ms: Some(5), ..Default::default() };
+        let mut lines: Vec<ProduceLine> = Vec::new();
+        for i in 0..3000 {
+            lines.push(record((i % 3) as i32, round * 10_000 + i, "k9").into());
+            if i % 50 == 49 {
+                lines.push(ProduceLine::Flush);
+            }
+        }
+        java.produce(&src.bootstrap(), &topic, &idem, &lines).unwrap();
+    };
+    write(0);
+    let (src_client, dst_client) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
+    for round in 1..4 {
+        let mut child = spawn_replicate(src, dst, &topic);
+        // Kill it once it has copied something but not everything.
+        let target: i64 = src_client.list_offsets(&topic, &[0, 1, 2], OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.unwrap().values().sum();
+        let midway = poll_until(CATCH_UP, || async {
+            let copied: i64 = dst_client
+                .list_offsets(&topic, &[0, 1, 2], OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+                .await
+                .map(|m| m.values().sum())
+                .unwrap_or(0);
+            (copied > 0 && (copied < target || round == 3)).then_some(copied)
+        })
+        .await;
+        assert!(midway.is_some(), "round {round}: nothing copied");
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        write(round);
+    }
+    let mut child = spawn_replicate(src, dst, &topic);
+    wait_ends_equal(&src_client, &dst_client, &topic, 3).await;
+    assert_identical(java, src, dst, &topic).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// The destination partition leader killed on a 3-broker destination mid-copy: no gap, no duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destination_leader_killed_mid_copy() {
+    let dst = Cluster::start(
+        kafka_harness::ClusterSpec::new("dest3-kill").brokers(3).prop("transaction.partition.verification.enable", "false"),
+    )
+    .unwrap();
+    let (src, java) = (source(), java_client());
+    let topic = unique_name("mirror-leaderkill");
+    java.create_topic(&src.bootstrap(), &topic, 2, 1, &[("min.insync.replicas", "1")]).unwrap();
+    let write = |round: usize| {
+        let txn = JavaProduceOptions { transactional_id: Some(format!("{topic}-tx")), ..Default::default() };
+        let mut lines = Vec::new();
+        for t in 0..20 {
+            lines.push(ProduceLine::Begin);
+            for i in 0..50 {
+                lines.push(record((i % 2) as i32, round * 10_000 + t * 100 + i, "lk").into());
+            }
+            lines.push(if t % 5 == 4 { ProduceLine::Abort } else { ProduceLine::Commit });
+        }
+        java.produce(&src.bootstrap(), &topic, &txn, &lines).unwrap();
+    };
+    write(0);
+    let replicator = start(src, &dst, std::slice::from_ref(&topic), IsolationLevel::ReadCommitted).await;
+    let (src_client, dst_client) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
+    let copied_some = poll_until(CATCH_UP, || async {
+        replicator.status().iter().any(|s| s.topic == topic && s.destination_offset > 0).then_some(())
+    })
+    .await;
+    assert!(copied_some.is_some(), "nothing copied: {:?}", replicator.status());
+    let leader = dst_client.leader_of(&topic, 0).await.unwrap();
+    dst.kill_broker(leader).unwrap();
+    write(1);
+    dst.start_broker(leader).unwrap();
+    write(2);
+    wait_caught_up(&replicator, &src_client, &topic).await;
+    assert_identical(java, src, &dst, &topic).await;
+    replicator.shutdown().await;
+}
