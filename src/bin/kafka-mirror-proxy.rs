@@ -1,31 +1,105 @@
-//! `kafka-mirror-proxy`: the proxy and replicator process. Only prints its usage for now; the proxy
-//! comes with issue 5.
+//! `kafka-mirror-proxy --config FILE`: the proxy in front of the destination cluster (the replicator
+//! joins it with issue 6).
+//!
+//! Thin on purpose: parse the configuration, initialise tracing, register SIGTERM/SIGINT, then run the
+//! proxy until a signal and drain. Any startup problem is one line on stderr naming the configuration
+//! key, and exit status 1 (2 for bad command-line usage).
+
+use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
+use kafka_mirror_proxy::mirror::{InMemoryMirrorLookup, MirrorLookup};
+use kafka_mirror_proxy::proxy::{ConfigSource, Proxy, ProxySettings};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
 
 /// Cluster Mirroring for unmodified Apache Kafka: a Kafka-protocol proxy in front of the destination
-/// cluster, with an offset-exact replicator from the source cluster.
+/// cluster. Every configuration key can be overridden by an environment variable: KMP_ + the key path
+/// in upper case with `__` between levels (proxy.listen is KMP_PROXY__LISTEN). Logs go to stderr,
+/// filtered by RUST_LOG (default info).
 #[derive(Debug, Parser)]
 #[command(name = "kafka-mirror-proxy", version)]
 struct Args {
     /// The YAML configuration file (see proxy.yaml).
     #[arg(long, value_name = "FILE")]
-    config: Option<std::path::PathBuf>,
+    config: std::path::PathBuf,
 }
 
-fn main() -> std::process::ExitCode {
-    let args = Args::parse();
-    match args.config {
-        None => {
-            let _ = <Args as clap::CommandFactory>::command().print_help();
-            std::process::ExitCode::SUCCESS
-        }
-        Some(path) => {
-            #[allow(clippy::print_stderr, reason = "a binary's one line of error output")]
-            {
-                eprintln!("kafka-mirror-proxy: the proxy is not implemented yet (config {})", path.display());
-            }
-            std::process::ExitCode::FAILURE
-        }
+#[allow(clippy::print_stderr, reason = "the one line a failed start prints, before or instead of logging")]
+fn fail(message: &str) -> ExitCode {
+    eprintln!("kafka-mirror-proxy: {message}");
+    ExitCode::FAILURE
+}
+
+/// An error with its sources, on one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
     }
+    out
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let settings = match ConfigSource::from_file_and_process_env(&args.config).load() {
+        Ok(s) => s,
+        Err(e) => return fail(&e.to_string()),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    std::panic::set_hook(Box::new(|info| {
+        error!(panic = %info, "panic");
+    }));
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+    };
+    runtime.block_on(run(settings))
+}
+
+async fn run(settings: ProxySettings) -> ExitCode {
+    // Signals first, before anything is spawned.
+    let shutdown = CancellationToken::new();
+    let (mut sigterm, mut sigint) = match (
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()),
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()),
+    ) {
+        (Ok(t), Ok(i)) => (t, i),
+        (Err(e), _) | (_, Err(e)) => return fail(&format!("cannot register signal handlers: {e}")),
+    };
+    let on_signal = shutdown.clone();
+    let signals = tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = sigterm.recv() => "SIGTERM",
+            _ = sigint.recv() => "SIGINT",
+        };
+        info!(signal = name, "received signal");
+        on_signal.cancel();
+    });
+    let lookup = Arc::new(InMemoryMirrorLookup::new());
+    for (topic, mirror, state) in &settings.static_mirror_topics {
+        lookup.set(topic, mirror, state.clone());
+    }
+    let lookup: Arc<dyn MirrorLookup> = lookup;
+    let proxy = match Proxy::start(settings, lookup, shutdown).await {
+        Ok(p) => p,
+        Err(e) => {
+            signals.abort();
+            return fail(&chain(&e));
+        }
+    };
+    let graceful = proxy.wait().await;
+    signals.abort();
+    info!(graceful, "stopped");
+    ExitCode::SUCCESS
 }

@@ -1,6 +1,66 @@
-//! The Kafka-protocol proxy in front of the destination cluster: listeners (one per destination
-//! broker), routing to the right broker, rewriting broker endpoints in responses, and the write policy
-//! that refuses client writes to mirror topics (spec §2).
+//! The Kafka-protocol proxy in front of the destination cluster (spec §2): listeners (one per
+//! destination broker plus the bootstrap one), raw forwarding, rewriting of broker endpoints in
+//! responses, ApiVersions capping, and the write policy that refuses client writes to mirror topics.
 //!
-//! Must not touch: replication or mirror state directly; it asks `mirror` whether a topic is mirrored.
-//! Not built yet (issue 5).
+//! ```text
+//!   client ─► bootstrap listener ─┐                      ┌─► any destination broker
+//!   client ─► broker N listener ──┼─► session (1 task) ──┼─► destination broker N
+//!                                 │    requests half: read frame ─► policy (Produce, DeleteRecords,
+//!                                 │      CreatePartitions, AlterConfigs, IncrementalAlterConfigs)
+//!                                 │      ─► forward (unchanged bytes, or without refused entries)
+//!                                 │    responses half: broker frame ─► rewrite endpoints / cap
+//!                                 │      ApiVersions / merge refusals ─► client, in request order
+//!   metadata refresh task ────────┴─► registry: node id ─► (broker address, listener port), topic ids
+//! ```
+//!
+//! Files: [`config`] (YAML + env), `server` (start, drain), `listener` (accept loops), `session`
+//! (one client connection), `upstream` (broker connections), `registry` (brokers and listeners),
+//! `wire` and `requests` (reading untrusted requests), `policy` (what is refused), `rewrite`
+//! (responses), `versions` (ApiVersions), `metrics` (`/metrics`, `/health`).
+//!
+//! Must not touch: replication or mirror state directly; it asks [`crate::mirror::MirrorLookup`]
+//! whether a topic is mirrored.
+
+pub mod config;
+mod error;
+mod listener;
+mod metrics;
+mod policy;
+mod registry;
+mod requests;
+mod rewrite;
+mod server;
+mod session;
+mod upstream;
+mod versions;
+mod wire;
+
+pub use config::{ConfigError, ConfigProblem, ConfigSource, ProxyConfig, ProxySettings};
+pub use error::{ProxyError, SessionError};
+pub use metrics::Metrics;
+pub use policy::{LOCAL_TOPIC_CONFIGS, WritePolicy};
+pub use requests::{ScanError, TopicRef};
+pub use server::{Proxy, run};
+pub use versions::{cap_api_versions, is_supported, proxy_range};
+pub use wire::{RequestHead, WireError};
+
+/// Reads a client request the way a session does before forwarding it: the header, and for the
+/// APIs the write policy inspects, the whole body. For fuzzing (`fuzz/fuzz_targets/proxy_request.rs`)
+/// and tests; never panics, whatever the bytes.
+///
+/// # Errors
+/// The first problem found.
+pub fn parse_request(frame: &[u8]) -> Result<RequestHead, String> {
+    let head = RequestHead::parse(frame).map_err(|e| e.to_string())?;
+    if let Ok(api_key) = kafka_protocol::messages::ApiKey::try_from(head.api_key) {
+        if requests::scan_range(api_key).is_some() {
+            let scanned = requests::scan_request(frame, api_key, head.api_version).map_err(|e| e.to_string())?;
+            let keep = vec![requests::Keep::All; scanned.entries.len()];
+            let rebuilt = requests::rebuild(frame, &scanned, &keep);
+            if rebuilt != frame {
+                return Err("rebuilding the request changed it".to_owned());
+            }
+        }
+    }
+    Ok(head)
+}

@@ -1,0 +1,702 @@
+//! The proxy's configuration: one YAML file (`proxy.yaml` at the repository root is the commented
+//! example), every key overridable by an environment variable.
+//!
+//! Two stages, so that an operator sees *every* problem at once, each with its key:
+//!
+//! ```text
+//!   YAML file ─┐
+//!              ├─► config crate ─► ProxyConfig (serde, deny_unknown_fields, raw strings and ms)
+//!   KMP_* env ─┘                        │ validate()
+//!                                       ▼
+//!                                 ProxySettings (parsed addresses, typed durations)
+//! ```
+//!
+//! Environment variables are `KMP_` + the key path in upper case with `__` between levels:
+//! `proxy.listen` is `KMP_PROXY__LISTEN`, `destination.bootstrap_servers` is
+//! `KMP_DESTINATION__BOOTSTRAP_SERVERS`. Loading takes the environment as a map ([`ConfigSource`]),
+//! so tests never touch the process environment.
+//!
+//! Does not own: reaching the destination (an unreachable destination is found when the proxy starts,
+//! see [`super::ProxyError::DestinationUnreachable`]).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::mirror::PartitionState;
+use crate::protocol::{ErrorCode, MAX_FRAME_BYTES_DEFAULT};
+
+/// Default cap on one request frame from a client, bytes (Kafka's `socket.request.max.bytes`).
+pub const DEFAULT_MAX_FRAME_BYTES: usize = MAX_FRAME_BYTES_DEFAULT;
+/// Default cap on one response frame from a broker, bytes. Fetch responses are bounded by the
+/// client's `fetch.max.bytes` (default 50 MiB), so twice Kafka's request cap leaves room.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 2 * MAX_FRAME_BYTES_DEFAULT;
+/// Default cap on client connections, over all listeners of one proxy.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// Default cap on requests in flight per client connection (Kafka clients use at most 5 for Produce,
+/// a few more for admin; a client above this waits, it is not refused).
+pub const DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION: usize = 64;
+/// Default time sessions get to finish their in-flight requests on SIGTERM, ms.
+pub const DEFAULT_SHUTDOWN_GRACE_PERIOD_MS: u64 = 30_000;
+/// Default TCP connect timeout to a destination broker, ms.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
+/// Default time the proxy waits at startup for the destination to answer Metadata, ms.
+pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 30_000;
+/// Default interval of the proxy's own metadata refresh (broker additions and removals, topic ids), ms.
+pub const DEFAULT_METADATA_REFRESH_INTERVAL_MS: u64 = 10_000;
+/// Default time a broker must be missing from metadata before its listener closes, ms. Long enough
+/// that a broker restart (it leaves metadata while down) keeps its listener and port.
+pub const DEFAULT_BROKER_REMOVAL_DELAY_MS: u64 = 300_000;
+/// Default error code of a refused write: POLICY_VIOLATION (44). See `BENCHMARKS.md`-adjacent
+/// measurements in `src/proxy/policy.rs`: the Java producer, librdkafka, franz-go and KafkaJS all treat
+/// it as non-retriable and show the broker's message.
+pub const DEFAULT_REFUSAL_ERROR_CODE: i16 = 44;
+
+/// The file shape of the whole configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// Client-facing side.
+    pub proxy: ListenerConfig,
+    /// The destination cluster the proxy fronts.
+    pub destination: DestinationConfig,
+    /// Operator endpoints.
+    #[serde(default)]
+    pub admin: AdminConfig,
+    /// The write policy.
+    #[serde(default)]
+    pub policy: PolicyConfig,
+}
+
+/// `proxy.*`: listeners and per-connection limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerConfig {
+    /// The bootstrap address clients use, `host:port`. Port 0 picks a free port (tests).
+    pub listen: String,
+    /// The host written into rewritten responses (what clients connect to). Default: the host of
+    /// `listen`.
+    #[serde(default)]
+    pub advertised_host: Option<String>,
+    /// Broker `N` gets its own listener on port `broker_port_base + N` (same interface as `listen`).
+    /// Default: the `listen` port + 1; with `listen` on port 0, every broker listener gets a free
+    /// port too. Deriving the port from the node id (not from the order brokers appear in) keeps each
+    /// broker's port stable across broker additions, removals and restarts.
+    #[serde(default)]
+    pub broker_port_base: Option<u16>,
+    /// Largest request frame a client may send, bytes (default 100 MiB). A larger announced size
+    /// closes that connection before any memory is reserved.
+    #[serde(default = "default_max_frame_bytes")]
+    pub max_frame_bytes: usize,
+    /// Client connections at once, over all listeners (default 10000). Further clients wait in the
+    /// kernel's accept queue.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Requests in flight per client connection (default 64); the proxy stops reading a client that
+    /// has this many outstanding.
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight_per_connection: usize,
+    /// Time sessions get to finish in-flight requests on SIGTERM/SIGINT, ms (default 30000).
+    #[serde(default = "default_grace_ms")]
+    pub shutdown_grace_period_ms: u64,
+}
+
+/// `destination.*`: how to reach the destination brokers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationConfig {
+    /// Comma-separated `host:port` list of destination brokers.
+    pub bootstrap_servers: String,
+    /// TCP connect timeout per broker, ms (default 10000).
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// How long startup waits for the destination to answer, ms (default 30000); then the proxy exits
+    /// with an error naming `destination.bootstrap_servers`.
+    #[serde(default = "default_startup_timeout_ms")]
+    pub startup_timeout_ms: u64,
+    /// Interval of the proxy's own metadata refresh, ms (default 10000).
+    #[serde(default = "default_refresh_ms")]
+    pub metadata_refresh_interval_ms: u64,
+    /// Time a broker must be missing from metadata before its listener closes, ms (default 300000).
+    #[serde(default = "default_removal_ms")]
+    pub broker_removal_delay_ms: u64,
+    /// Largest response frame accepted from a broker, bytes (default 200 MiB).
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+}
+
+/// `admin.*`: operator endpoints.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// `host:port` of the HTTP endpoint serving Prometheus `/metrics` and `/health`. None: no endpoint.
+    #[serde(default)]
+    pub metrics_listen: Option<String>,
+}
+
+/// `policy.*`: the write policy.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Kafka error code returned for a refused write (default 44, POLICY_VIOLATION). Must be a
+    /// non-retriable code; see `src/proxy/policy.rs` for the per-client measurements.
+    #[serde(default = "default_refusal_code")]
+    pub refusal_error_code: i16,
+    /// Topics treated as mirror topics without `__mirror_state`, for running the proxy before the
+    /// control plane exists (issue 6) and for demos. Each entry: `{topic, mirror, state}`.
+    #[serde(default)]
+    pub static_mirror_topics: Vec<StaticMirrorTopic>,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self { refusal_error_code: DEFAULT_REFUSAL_ERROR_CODE, static_mirror_topics: Vec::new() }
+    }
+}
+
+/// One entry of `policy.static_mirror_topics`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticMirrorTopic {
+    /// Topic name.
+    pub topic: String,
+    /// Mirror name shown in refusals.
+    pub mirror: String,
+    /// State name (`MIRRORING`, `PAUSED`, …; default `MIRRORING`).
+    #[serde(default)]
+    pub state: Option<String>,
+}
+
+fn default_max_frame_bytes() -> usize {
+    DEFAULT_MAX_FRAME_BYTES
+}
+fn default_max_response_bytes() -> usize {
+    DEFAULT_MAX_RESPONSE_BYTES
+}
+fn default_max_connections() -> usize {
+    DEFAULT_MAX_CONNECTIONS
+}
+fn default_max_in_flight() -> usize {
+    DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION
+}
+fn default_grace_ms() -> u64 {
+    DEFAULT_SHUTDOWN_GRACE_PERIOD_MS
+}
+fn default_connect_timeout_ms() -> u64 {
+    DEFAULT_CONNECT_TIMEOUT_MS
+}
+fn default_startup_timeout_ms() -> u64 {
+    DEFAULT_STARTUP_TIMEOUT_MS
+}
+fn default_refresh_ms() -> u64 {
+    DEFAULT_METADATA_REFRESH_INTERVAL_MS
+}
+fn default_removal_ms() -> u64 {
+    DEFAULT_BROKER_REMOVAL_DELAY_MS
+}
+fn default_refusal_code() -> i16 {
+    DEFAULT_REFUSAL_ERROR_CODE
+}
+
+/// One configuration problem, with the key it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigProblem {
+    /// The dotted key (`proxy.listen`), or `<file>` for problems with the file as a whole.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+/// The configuration could not be loaded. Its Display is one line naming every offending key.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file is missing, unreadable, not YAML, or has wrong keys or types; or values are invalid.
+    #[error("invalid configuration{}: {}", path.as_ref().map(|p| format!(" in {}", p.display())).unwrap_or_default(), join(problems))]
+    Invalid {
+        /// The file, if one was given.
+        path: Option<PathBuf>,
+        /// Every problem found.
+        problems: Vec<ConfigProblem>,
+    },
+}
+
+impl ConfigError {
+    /// The problems found.
+    pub fn problems(&self) -> &[ConfigProblem] {
+        match self {
+            Self::Invalid { problems, .. } => problems,
+        }
+    }
+}
+
+fn join(problems: &[ConfigProblem]) -> String {
+    problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// Where configuration comes from: a YAML file or text, and environment variables as a map.
+#[derive(Debug, Default, Clone)]
+pub struct ConfigSource {
+    /// The YAML file.
+    pub file: Option<PathBuf>,
+    /// YAML text (used instead of `file` when set; for tests).
+    pub yaml: Option<String>,
+    /// Environment variables (all of them; only `KMP_*` are read).
+    pub env: HashMap<String, String>,
+}
+
+impl ConfigSource {
+    /// `file` plus the process environment.
+    pub fn from_file_and_process_env(file: &Path) -> Self {
+        Self { file: Some(file.to_owned()), yaml: None, env: std::env::vars().collect() }
+    }
+
+    /// Loads and validates.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] with every problem found.
+    pub fn load(&self) -> Result<ProxySettings, ConfigError> {
+        let raw = self.load_raw()?;
+        raw.validate().map_err(|problems| ConfigError::Invalid { path: self.file.clone(), problems })
+    }
+
+    /// Loads without validating values (keys and types are checked).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for a missing file, bad YAML, unknown keys or wrong types.
+    pub fn load_raw(&self) -> Result<ProxyConfig, ConfigError> {
+        let invalid = |key: String, message: String| ConfigError::Invalid {
+            path: self.file.clone(),
+            problems: vec![ConfigProblem { key, message }],
+        };
+        let mut builder = config::Config::builder();
+        if let Some(yaml) = &self.yaml {
+            builder = builder.add_source(config::File::from_str(yaml, config::FileFormat::Yaml));
+        } else if let Some(file) = &self.file {
+            if !file.is_file() {
+                return Err(invalid("<file>".to_owned(), "no such file".to_owned()));
+            }
+            builder = builder.add_source(config::File::from(file.as_path()).format(config::FileFormat::Yaml));
+        }
+        let env: config::Map<String, String> = self
+            .env
+            .iter()
+            .filter(|(k, _)| k.starts_with("KMP_"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        builder = builder.add_source(
+            config::Environment::with_prefix("KMP")
+                .prefix_separator("_")
+                .separator("__")
+                .try_parsing(true)
+                .source(Some(env)),
+        );
+        let built = builder.build().map_err(|e| {
+            let (key, message) = describe_config_error(&e);
+            invalid(key, message)
+        })?;
+        built.try_deserialize::<ProxyConfig>().map_err(|e| {
+            let (key, message) = describe_config_error(&e);
+            invalid(key, message)
+        })
+    }
+}
+
+/// Turns the config crate's error into (key, message), naming the key where the crate knows it.
+fn describe_config_error(error: &config::ConfigError) -> (String, String) {
+    match error {
+        config::ConfigError::NotFound(key) => (key.clone(), "missing".to_owned()),
+        config::ConfigError::Type { key, unexpected, expected, .. } => (
+            key.clone().unwrap_or_else(|| "<file>".to_owned()),
+            format!("expected {expected}, found {unexpected}"),
+        ),
+        config::ConfigError::At { error, key, .. } => {
+            let (inner_key, message) = describe_config_error(error);
+            match key {
+                Some(k) if inner_key == "<file>" => (k.clone(), message),
+                Some(k) if !inner_key.starts_with(k.as_str()) => (format!("{k}.{inner_key}"), message),
+                _ => (inner_key, message),
+            }
+        }
+        config::ConfigError::FileParse { cause, .. } => ("<file>".to_owned(), format!("not valid YAML: {cause}")),
+        other => {
+            // serde's messages name the field: "missing field `listen`", "unknown field `lisen`, expected …".
+            let text = other.to_string();
+            let key = text
+                .split('`')
+                .nth(1)
+                .map(str::to_owned)
+                .unwrap_or_else(|| "<file>".to_owned());
+            (key, text)
+        }
+    }
+}
+
+/// The validated configuration, as the proxy uses it.
+#[derive(Debug, Clone)]
+pub struct ProxySettings {
+    /// Bootstrap listener address.
+    pub listen: SocketAddr,
+    /// Host written into rewritten responses.
+    pub advertised_host: String,
+    /// Port of broker 0's listener (`None`: a free port per broker).
+    pub broker_port_base: Option<u16>,
+    /// Largest client request frame, bytes.
+    pub max_frame_bytes: usize,
+    /// Largest broker response frame, bytes.
+    pub max_response_bytes: usize,
+    /// Client connections at once.
+    pub max_connections: usize,
+    /// Requests in flight per client connection.
+    pub max_in_flight_per_connection: usize,
+    /// Drain time on shutdown.
+    pub shutdown_grace_period: Duration,
+    /// Destination bootstrap `host:port` list.
+    pub bootstrap_servers: Vec<String>,
+    /// TCP connect timeout to brokers.
+    pub connect_timeout: Duration,
+    /// Startup wait for the destination.
+    pub startup_timeout: Duration,
+    /// Metadata refresh interval.
+    pub metadata_refresh_interval: Duration,
+    /// Delay before a vanished broker's listener closes.
+    pub broker_removal_delay: Duration,
+    /// `/metrics` and `/health` endpoint.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Error code of refused writes.
+    pub refusal_error_code: i16,
+    /// Mirror topics from the configuration.
+    pub static_mirror_topics: Vec<(String, String, PartitionState)>,
+}
+
+impl ProxySettings {
+    /// Settings for a proxy on `127.0.0.1:0` (free ports) in front of `bootstrap`, with defaults
+    /// elsewhere (tests and embedding).
+    pub fn for_bootstrap(bootstrap: &str) -> Self {
+        ProxyConfig {
+            proxy: ListenerConfig {
+                listen: "127.0.0.1:0".to_owned(),
+                advertised_host: None,
+                broker_port_base: None,
+                max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+                max_connections: DEFAULT_MAX_CONNECTIONS,
+                max_in_flight_per_connection: DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
+                shutdown_grace_period_ms: DEFAULT_SHUTDOWN_GRACE_PERIOD_MS,
+            },
+            destination: DestinationConfig {
+                bootstrap_servers: bootstrap.to_owned(),
+                connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+                startup_timeout_ms: DEFAULT_STARTUP_TIMEOUT_MS,
+                metadata_refresh_interval_ms: DEFAULT_METADATA_REFRESH_INTERVAL_MS,
+                broker_removal_delay_ms: DEFAULT_BROKER_REMOVAL_DELAY_MS,
+                max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            },
+            admin: AdminConfig::default(),
+            policy: PolicyConfig::default(),
+        }
+        .validate()
+        .expect("invariant: the built-in test settings are valid")
+    }
+
+    /// The effective configuration as one log-friendly line (no secrets are configured yet).
+    pub fn summary(&self) -> String {
+        format!(
+            "listen={} advertised_host={} broker_port_base={} destination={} metrics_listen={} max_frame_bytes={} \
+             max_connections={} max_in_flight_per_connection={} refusal_error_code={} static_mirror_topics={}",
+            self.listen,
+            self.advertised_host,
+            self.broker_port_base.map_or("free".to_owned(), |p| p.to_string()),
+            self.bootstrap_servers.join(","),
+            self.metrics_listen.map_or("off".to_owned(), |a| a.to_string()),
+            self.max_frame_bytes,
+            self.max_connections,
+            self.max_in_flight_per_connection,
+            self.refusal_error_code,
+            self.static_mirror_topics.len(),
+        )
+    }
+}
+
+fn parse_addr(key: &str, value: &str, problems: &mut Vec<ConfigProblem>) -> Option<SocketAddr> {
+    let problem = |message: String| ConfigProblem { key: key.to_owned(), message };
+    if let Ok(addr) = value.parse::<SocketAddr>() {
+        return Some(addr);
+    }
+    if !value.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
+        problems.push(problem(format!("{value:?} is not a host:port address")));
+        return None;
+    }
+    match value.to_socket_addrs().map(|mut it| it.next()) {
+        Ok(Some(addr)) => Some(addr),
+        Ok(None) => {
+            problems.push(problem(format!("{value:?} resolves to no address")));
+            None
+        }
+        Err(e) => {
+            problems.push(problem(format!("cannot resolve {value:?}: {e}")));
+            None
+        }
+    }
+}
+
+fn parse_state(name: &str) -> Option<PartitionState> {
+    Some(match name.to_ascii_uppercase().as_str() {
+        "INITIALIZING" => PartitionState::Initializing,
+        "PREPARING" => PartitionState::Preparing,
+        "MIRRORING" => PartitionState::Mirroring,
+        "PAUSED" => PartitionState::Paused,
+        "STOPPING" => PartitionState::Stopping,
+        "STOPPED" => PartitionState::Stopped,
+        "FAILED" => PartitionState::Failed { reason: "configured as FAILED".to_owned() },
+        _ => return None,
+    })
+}
+
+impl ProxyConfig {
+    /// Checks every value and returns the typed settings, or every problem found.
+    ///
+    /// # Errors
+    /// The list of problems, each naming its key.
+    pub fn validate(&self) -> Result<ProxySettings, Vec<ConfigProblem>> {
+        let mut problems = Vec::new();
+        let mut problem = |key: &str, message: String| problems.push(ConfigProblem { key: key.to_owned(), message });
+
+        let mut addr_problems = Vec::new();
+        let listen = parse_addr("proxy.listen", &self.proxy.listen, &mut addr_problems);
+        let metrics_listen =
+            self.admin.metrics_listen.as_deref().and_then(|a| parse_addr("admin.metrics_listen", a, &mut addr_problems));
+        for p in addr_problems.drain(..) {
+            problem(&p.key, p.message);
+        }
+        let advertised_host = match &self.proxy.advertised_host {
+            Some(h) if h.trim().is_empty() || h.contains(':') && !h.starts_with('[') && h.parse::<std::net::Ipv6Addr>().is_err() => {
+                problem("proxy.advertised_host", format!("{h:?} is not a host name or address"));
+                String::new()
+            }
+            Some(h) => h.clone(),
+            None => {
+                let host = self.proxy.listen.rsplit_once(':').map(|(h, _)| h).unwrap_or_default();
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                if host.is_empty() || host == "0.0.0.0" || host == "::" {
+                    problem("proxy.advertised_host", "required when proxy.listen is a wildcard address".to_owned());
+                }
+                host.to_owned()
+            }
+        };
+        let broker_port_base = match (self.proxy.broker_port_base, listen) {
+            (Some(0), _) => None,
+            (Some(p), _) => Some(p),
+            (None, Some(l)) if l.port() == 0 => None,
+            (None, Some(l)) => match l.port().checked_add(1) {
+                Some(p) => Some(p),
+                None => {
+                    problem("proxy.broker_port_base", "listen port 65535 leaves no room for broker ports".to_owned());
+                    None
+                }
+            },
+            (None, None) => None,
+        };
+        if self.proxy.max_frame_bytes < 1024 || self.proxy.max_frame_bytes > i32::MAX as usize {
+            problem("proxy.max_frame_bytes", format!("{} is outside 1024..=2147483647", self.proxy.max_frame_bytes));
+        }
+        if self.destination.max_response_bytes < 1024 || self.destination.max_response_bytes > i32::MAX as usize {
+            problem(
+                "destination.max_response_bytes",
+                format!("{} is outside 1024..=2147483647", self.destination.max_response_bytes),
+            );
+        }
+        if self.proxy.max_connections == 0 {
+            problem("proxy.max_connections", "must be at least 1".to_owned());
+        }
+        if self.proxy.max_in_flight_per_connection == 0 {
+            problem("proxy.max_in_flight_per_connection", "must be at least 1".to_owned());
+        }
+        for (key, ms) in [
+            ("destination.connect_timeout_ms", self.destination.connect_timeout_ms),
+            ("destination.startup_timeout_ms", self.destination.startup_timeout_ms),
+            ("destination.metadata_refresh_interval_ms", self.destination.metadata_refresh_interval_ms),
+        ] {
+            if ms == 0 {
+                problem(key, "must be at least 1 ms".to_owned());
+            }
+        }
+        let bootstrap_servers: Vec<String> = self
+            .destination
+            .bootstrap_servers
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if bootstrap_servers.is_empty() {
+            problem("destination.bootstrap_servers", "no host:port given".to_owned());
+        }
+        for server in &bootstrap_servers {
+            if !server.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0)) {
+                problem("destination.bootstrap_servers", format!("{server:?} is not a host:port address"));
+            }
+        }
+        let code = self.policy.refusal_error_code;
+        match ErrorCode::try_from_code(code) {
+            None => problem("policy.refusal_error_code", "0 is success, not an error".to_owned()),
+            Some(e) if e.is_retriable() => {
+                problem("policy.refusal_error_code", format!("{code} ({e:?}) is retriable; clients would retry forever"))
+            }
+            Some(_) => {}
+        }
+        let mut static_mirror_topics = Vec::new();
+        for (i, t) in self.policy.static_mirror_topics.iter().enumerate() {
+            let state = match t.state.as_deref() {
+                None => Some(PartitionState::Mirroring),
+                Some(s) => parse_state(s),
+            };
+            match state {
+                Some(state) => static_mirror_topics.push((t.topic.clone(), t.mirror.clone(), state)),
+                None => problem(
+                    &format!("policy.static_mirror_topics[{i}].state"),
+                    format!("{:?} is not a partition state", t.state.as_deref().unwrap_or_default()),
+                ),
+            }
+        }
+        let (Some(listen), true) = (listen, problems.is_empty()) else {
+            return Err(problems);
+        };
+        Ok(ProxySettings {
+            listen,
+            advertised_host,
+            broker_port_base,
+            max_frame_bytes: self.proxy.max_frame_bytes,
+            max_response_bytes: self.destination.max_response_bytes,
+            max_connections: self.proxy.max_connections,
+            max_in_flight_per_connection: self.proxy.max_in_flight_per_connection,
+            shutdown_grace_period: Duration::from_millis(self.proxy.shutdown_grace_period_ms),
+            bootstrap_servers,
+            connect_timeout: Duration::from_millis(self.destination.connect_timeout_ms),
+            startup_timeout: Duration::from_millis(self.destination.startup_timeout_ms),
+            metadata_refresh_interval: Duration::from_millis(self.destination.metadata_refresh_interval_ms),
+            broker_removal_delay: Duration::from_millis(self.destination.broker_removal_delay_ms),
+            metrics_listen,
+            refusal_error_code: code,
+            static_mirror_topics,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(yaml: &str, env: &[(&str, &str)]) -> Result<ProxySettings, ConfigError> {
+        ConfigSource {
+            file: None,
+            yaml: Some(yaml.to_owned()),
+            env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        }
+        .load()
+    }
+
+    const MINIMAL: &str = "proxy:\n  listen: \"127.0.0.1:9192\"\n  advertised_host: \"127.0.0.1\"\ndestination:\n  bootstrap_servers: \"127.0.0.1:9092\"\nadmin:\n  metrics_listen: \"127.0.0.1:9190\"\n";
+
+    #[test]
+    fn the_issue_keys_load() {
+        let s = load(MINIMAL, &[]).unwrap();
+        assert_eq!(s.listen, "127.0.0.1:9192".parse().unwrap());
+        assert_eq!(s.advertised_host, "127.0.0.1");
+        assert_eq!(s.broker_port_base, Some(9193));
+        assert_eq!(s.bootstrap_servers, vec!["127.0.0.1:9092".to_owned()]);
+        assert_eq!(s.metrics_listen, Some("127.0.0.1:9190".parse().unwrap()));
+        assert_eq!(s.refusal_error_code, DEFAULT_REFUSAL_ERROR_CODE);
+    }
+
+    #[test]
+    fn env_overrides_every_key() {
+        let s = load(
+            MINIMAL,
+            &[
+                ("KMP_PROXY__LISTEN", "127.0.0.1:7000"),
+                ("KMP_DESTINATION__BOOTSTRAP_SERVERS", "127.0.0.1:1111,127.0.0.1:2222"),
+                ("KMP_PROXY__MAX_IN_FLIGHT_PER_CONNECTION", "7"),
+                ("OTHER_PROXY__LISTEN", "ignored"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.listen.port(), 7000);
+        assert_eq!(s.broker_port_base, Some(7001));
+        assert_eq!(s.bootstrap_servers.len(), 2);
+        assert_eq!(s.max_in_flight_per_connection, 7);
+    }
+
+    #[test]
+    fn env_alone_is_enough() {
+        let s = load(
+            "",
+            &[
+                ("KMP_PROXY__LISTEN", "127.0.0.1:0"),
+                ("KMP_DESTINATION__BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.broker_port_base, None);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = load(&MINIMAL.replace("listen:", "lisen:"), &[]).unwrap_err();
+        let line = err.to_string();
+        assert!(line.contains("lisen"), "{line}");
+        assert!(!line.contains('\n'), "one line: {line}");
+        let err = load(&format!("{MINIMAL}extra: 1\n"), &[]).unwrap_err();
+        assert!(err.to_string().contains("extra"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_all_named() {
+        let yaml = MINIMAL
+            .replace("\"127.0.0.1:9192\"", "\"nonsense\"")
+            .replace("\"127.0.0.1:9190\"", "\"also:bad:\"")
+            .replace("\"127.0.0.1:9092\"", "\"nohost\"");
+        let err = load(&yaml, &[]).unwrap_err();
+        let keys: Vec<&str> = err.problems().iter().map(|p| p.key.as_str()).collect();
+        assert!(keys.contains(&"proxy.listen"), "{err}");
+        assert!(keys.contains(&"admin.metrics_listen"), "{err}");
+        assert!(keys.contains(&"destination.bootstrap_servers"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_is_named() {
+        let err = load(&format!("{MINIMAL}policy:\n  refusal_error_code: lots\n"), &[]).unwrap_err();
+        assert!(err.to_string().contains("refusal_error_code"), "{err}");
+    }
+
+    #[test]
+    fn retriable_refusal_code_is_refused() {
+        let err = load(&format!("{MINIMAL}policy:\n  refusal_error_code: 6\n"), &[]).unwrap_err();
+        assert_eq!(err.problems()[0].key, "policy.refusal_error_code");
+    }
+
+    #[test]
+    fn static_mirror_topics_parse() {
+        let s = load(
+            &format!("{MINIMAL}policy:\n  static_mirror_topics:\n    - {{topic: orders, mirror: dr, state: paused}}\n    - {{topic: x, mirror: dr}}\n"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.static_mirror_topics[0], ("orders".to_owned(), "dr".to_owned(), PartitionState::Paused));
+        assert_eq!(s.static_mirror_topics[1].2, PartitionState::Mirroring);
+    }
+
+    #[test]
+    fn missing_required_key_is_named() {
+        let err = load("proxy:\n  listen: \"127.0.0.1:1\"\n", &[]).unwrap_err();
+        assert!(err.to_string().contains("destination"), "{err}");
+    }
+}

@@ -1,0 +1,82 @@
+//! Accept loops: the bootstrap listener and one listener per destination broker.
+//!
+//! A connection permit (`proxy.max_connections`, shared by all listeners) is acquired *before*
+//! `accept`, so a proxy at its cap leaves further clients in the kernel's backlog instead of
+//! accepting and dropping them. The permit moves into the session task and is released when it ends.
+//! Sessions are spawned on the proxy's task tracker; each gets a child of the shutdown token.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, debug_span, warn};
+
+use super::server::Shared;
+use super::session::run_session;
+
+/// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// Which broker a listener's connections go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// The bootstrap listener: any broker.
+    Bootstrap,
+    /// The listener of one broker (node id).
+    Broker(i32),
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Bootstrap => f.write_str("bootstrap"),
+            Self::Broker(id) => write!(f, "{id}"),
+        }
+    }
+}
+
+/// Accepts connections on `listener` until `stop` is cancelled.
+pub(crate) async fn run_listener(shared: Arc<Shared>, listener: TcpListener, target: Target, stop: CancellationToken) {
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            p = shared.connections.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let accepted = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        let (socket, peer) = match accepted {
+            Ok(a) => a,
+            Err(error) => {
+                warn!(%error, listener = %target, "accept failed");
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                continue;
+            }
+        };
+        debug!(client.addr = %peer, listener = %target, "accepted");
+        let span = debug_span!("session", client.addr = %peer, broker.id = %target);
+        let session_shared = shared.clone();
+        let session_stop = shared.shutdown.child_token();
+        let hard_stop = shared.hard_stop.clone();
+        shared.tracker.spawn(
+            async move {
+                let _permit = permit;
+                tokio::select! {
+                    // Past the grace period: drop the connection.
+                    () = hard_stop.cancelled() => debug!("closed at the end of the grace period"),
+                    () = run_session(session_shared, socket, peer, target, session_stop) => {}
+                }
+            }
+            .instrument(span),
+        );
+    }
+    debug!(listener = %target, "listener stopped");
+}

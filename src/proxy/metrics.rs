@@ -1,0 +1,220 @@
+//! Prometheus metrics of the proxy and the `/metrics` + `/health` HTTP endpoint (`admin.metrics_listen`).
+//!
+//! Counters are plain atomics rendered in the Prometheus text format (version 0.0.4); the endpoint is a
+//! minimal HTTP/1.1 responder (one request per connection, `Connection: close`), enough for a scraper
+//! and a load balancer's health check, with no HTTP dependency.
+//!
+//! Names follow `<crate>_<thing>_<unit>`: `kafka_mirror_proxy_requests_total{api="Produce"}`, …
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use kafka_protocol::messages::ApiKey;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::debug;
+
+/// Number of per-API counters (API keys 0..N; higher keys count under `api="other"`).
+const API_SLOTS: usize = 128;
+/// Longest the endpoint waits for a request's head.
+const HTTP_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest request head the endpoint reads, bytes.
+const HTTP_MAX_HEAD: usize = 8 * 1024;
+
+/// The proxy's counters and gauges.
+#[derive(Debug)]
+pub struct Metrics {
+    pub(crate) connections_active: AtomicI64,
+    pub(crate) connections_total: AtomicU64,
+    pub(crate) requests: Vec<AtomicU64>,
+    pub(crate) requests_other: AtomicU64,
+    pub(crate) request_bytes: AtomicU64,
+    pub(crate) response_bytes: AtomicU64,
+    pub(crate) rewritten_responses: AtomicU64,
+    pub(crate) refused_partitions: AtomicU64,
+    pub(crate) refused_resources: AtomicU64,
+    pub(crate) malformed_requests: AtomicU64,
+    pub(crate) unsupported_versions: AtomicU64,
+    pub(crate) upstream_connect_failures: AtomicU64,
+    pub(crate) brokers: AtomicI64,
+    pub(crate) ready: AtomicBool,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            connections_active: AtomicI64::new(0),
+            connections_total: AtomicU64::new(0),
+            requests: (0..API_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            requests_other: AtomicU64::new(0),
+            request_bytes: AtomicU64::new(0),
+            response_bytes: AtomicU64::new(0),
+            rewritten_responses: AtomicU64::new(0),
+            refused_partitions: AtomicU64::new(0),
+            refused_resources: AtomicU64::new(0),
+            malformed_requests: AtomicU64::new(0),
+            unsupported_versions: AtomicU64::new(0),
+            upstream_connect_failures: AtomicU64::new(0),
+            brokers: AtomicI64::new(0),
+            ready: AtomicBool::new(false),
+        }
+    }
+}
+
+pub(crate) fn inc(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+pub(crate) fn add(c: &AtomicU64, n: usize) {
+    c.fetch_add(n as u64, Ordering::Relaxed);
+}
+
+impl Metrics {
+    pub(crate) fn count_request(&self, api_key: i16, bytes: usize) {
+        match usize::try_from(api_key).ok().and_then(|k| self.requests.get(k)) {
+            Some(c) => inc(c),
+            None => inc(&self.requests_other),
+        }
+        add(&self.request_bytes, bytes);
+    }
+
+    /// Total requests counted for `api_key` (tests).
+    pub fn requests_of(&self, api_key: ApiKey) -> u64 {
+        self.requests.get(api_key as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Partitions refused by the write policy so far.
+    pub fn refused_partitions(&self) -> u64 {
+        self.refused_partitions.load(Ordering::Relaxed)
+    }
+
+    /// Client connections open now.
+    pub fn connections_active(&self) -> i64 {
+        self.connections_active.load(Ordering::Relaxed)
+    }
+
+    /// Requests closed as malformed so far.
+    pub fn malformed_requests(&self) -> u64 {
+        self.malformed_requests.load(Ordering::Relaxed)
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let counter = |out: &mut String, name: &str, help: &str, value: u64| {
+            let _ = writeln!(out, "# HELP kafka_mirror_proxy_{name} {help}\n# TYPE kafka_mirror_proxy_{name} counter");
+            let _ = writeln!(out, "kafka_mirror_proxy_{name} {value}");
+        };
+        counter(&mut out, "connections_total", "Client connections accepted.", l(&self.connections_total));
+        counter(&mut out, "request_bytes_total", "Bytes of client requests read.", l(&self.request_bytes));
+        counter(&mut out, "response_bytes_total", "Bytes of responses written to clients.", l(&self.response_bytes));
+        counter(&mut out, "rewritten_responses_total", "Responses decoded and re-encoded.", l(&self.rewritten_responses));
+        counter(&mut out, "refused_partitions_total", "Partitions refused by the write policy (Produce, DeleteRecords).", l(&self.refused_partitions));
+        counter(&mut out, "refused_resources_total", "Topics or config resources refused by the write policy.", l(&self.refused_resources));
+        counter(&mut out, "malformed_requests_total", "Client connections closed for a malformed request.", l(&self.malformed_requests));
+        counter(&mut out, "unsupported_versions_total", "Client connections closed for an API version the proxy cannot read.", l(&self.unsupported_versions));
+        counter(&mut out, "upstream_connect_failures_total", "Failed connections to destination brokers.", l(&self.upstream_connect_failures));
+        let _ = writeln!(out, "# HELP kafka_mirror_proxy_requests_total Client requests by API.\n# TYPE kafka_mirror_proxy_requests_total counter");
+        for (key, c) in self.requests.iter().enumerate() {
+            let v = l(c);
+            if v == 0 {
+                continue;
+            }
+            let name = i16::try_from(key).ok().and_then(|k| ApiKey::try_from(k).ok()).map_or_else(|| key.to_string(), |k| format!("{k:?}"));
+            let _ = writeln!(out, "kafka_mirror_proxy_requests_total{{api=\"{name}\"}} {v}");
+        }
+        let _ = writeln!(out, "kafka_mirror_proxy_requests_total{{api=\"other\"}} {}", l(&self.requests_other));
+        let _ = writeln!(out, "# HELP kafka_mirror_proxy_connections_active Client connections open.\n# TYPE kafka_mirror_proxy_connections_active gauge");
+        let _ = writeln!(out, "kafka_mirror_proxy_connections_active {}", self.connections_active.load(Ordering::Relaxed));
+        let _ = writeln!(out, "# HELP kafka_mirror_proxy_brokers Destination brokers with a listener.\n# TYPE kafka_mirror_proxy_brokers gauge");
+        let _ = writeln!(out, "kafka_mirror_proxy_brokers {}", self.brokers.load(Ordering::Relaxed));
+        out
+    }
+}
+
+/// Serves `/metrics` and `/health` on `listener` until `shutdown`. Connections are tracked by
+/// `tracker`.
+pub(crate) async fn serve_http(
+    listener: TcpListener,
+    metrics: std::sync::Arc<Metrics>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                let metrics = metrics.clone();
+                let stop = shutdown.clone();
+                tracker.spawn(async move {
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        r = answer(stream, &metrics) => if let Err(error) = r { debug!(%error, "metrics connection failed") },
+                    }
+                });
+            }
+            Err(error) => {
+                debug!(%error, "metrics accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(512);
+    let read = async {
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < HTTP_MAX_HEAD {
+            if stream.read_buf(&mut head).await? == 0 {
+                break;
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    tokio::time::timeout(HTTP_READ_TIMEOUT, read)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request head timed out"))??;
+    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let (status, content_type, body) = match (method, path) {
+        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", metrics.render()),
+        ("GET", "/health") if metrics.ready.load(Ordering::Relaxed) => ("200 OK", "text/plain", "ok\n".to_owned()),
+        ("GET", "/health") => ("503 Service Unavailable", "text/plain", "not ready\n".to_owned()),
+        ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_owned()),
+        _ => ("405 Method Not Allowed", "text/plain", "method not allowed\n".to_owned()),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters() {
+        let m = Metrics::default();
+        m.count_request(0, 100);
+        m.count_request(3, 10);
+        m.count_request(3000, 1);
+        let text = m.render();
+        assert!(text.contains("kafka_mirror_proxy_requests_total{api=\"Produce\"} 1"), "{text}");
+        assert!(text.contains("kafka_mirror_proxy_requests_total{api=\"Metadata\"} 1"), "{text}");
+        assert!(text.contains("kafka_mirror_proxy_requests_total{api=\"other\"} 1"), "{text}");
+        assert!(text.contains("kafka_mirror_proxy_request_bytes_total 111"), "{text}");
+    }
+}

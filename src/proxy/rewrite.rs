@@ -1,0 +1,361 @@
+//! Rewriting broker responses: broker endpoints become the proxy's, ApiVersions is capped, refused
+//! writes are merged in, and the authenticated principal is noticed.
+//!
+//! Responses come from our destination brokers, so they are decoded with the `kafka-protocol` crate
+//! (which trusts counts); client requests never are (see [`super::wire`]). Only responses that need a
+//! change are decoded and re-encoded; everything else is forwarded as the broker's bytes. A Fetch
+//! response is decoded only from v16 (the first that can carry leader endpoints, KIP-951), and
+//! re-encoded only if it actually carries some; otherwise its original bytes go to the client.
+//!
+//! Every response that carries broker endpoints, as of Kafka 4.4:
+//!
+//! | response          | field                               | rewritten          |
+//! |-------------------|-------------------------------------|--------------------|
+//! | Metadata          | `brokers[]`                         | yes                |
+//! | FindCoordinator   | `host`/`port` (v0–3), `coordinators[]` (v4+) | yes       |
+//! | DescribeCluster   | `brokers[]`                         | yes (brokers), controllers (endpoint_type 2) are left as they are |
+//! | Produce           | `node_endpoints` (v10+, KIP-951)    | yes                |
+//! | Fetch             | `node_endpoints` (v16+, KIP-951)    | yes                |
+//! | ShareFetch        | `node_endpoints`                    | yes                |
+//! | ShareAcknowledge  | `node_endpoints`                    | yes                |
+//! | DescribeQuorum    | `nodes[].listeners` (controllers)   | no: the proxy does not front controllers |
+//!
+//! # References
+//! - KIP-951 (leader discovery optimisations): <https://cwiki.apache.org/confluence/x/kQmzDw>
+
+use std::collections::HashMap;
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse, DeleteRecordsResponse,
+    DescribeClusterResponse, FetchResponse, FindCoordinatorResponse, IncrementalAlterConfigsResponse, MetadataResponse,
+    ProduceResponse, ResponseHeader, SaslAuthenticateResponse, ShareAcknowledgeResponse, ShareFetchResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+use super::policy::Refusals;
+use super::versions::cap_api_versions;
+
+/// A response could not be decoded or encoded. The session that got it is closed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RewriteError {
+    /// The broker's response did not decode (or had bytes left over).
+    #[error("cannot decode the {api_key:?} v{api_version} response: {message}")]
+    Decode { api_key: ApiKey, api_version: i16, message: String },
+    /// The rewritten response did not encode.
+    #[error("cannot encode the {api_key:?} v{api_version} response: {message}")]
+    Encode { api_key: ApiKey, api_version: i16, message: String },
+}
+
+/// A proxy endpoint that replaces a broker's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Advertised host.
+    pub host: String,
+    /// Listener port.
+    pub port: i32,
+}
+
+/// A broker endpoint found in a response: `(node_id, host, port)`.
+pub type BrokerEndpoint = (i32, String, i32);
+
+/// The responses the proxy decodes.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant, reason = "one short-lived value per rewritten response")]
+pub(crate) enum Decoded {
+    Metadata(MetadataResponse),
+    FindCoordinator(FindCoordinatorResponse),
+    DescribeCluster(DescribeClusterResponse),
+    Produce(ProduceResponse),
+    Fetch(FetchResponse),
+    ShareFetch(ShareFetchResponse),
+    ShareAcknowledge(ShareAcknowledgeResponse),
+    ApiVersions(ApiVersionsResponse),
+    DeleteRecords(DeleteRecordsResponse),
+    CreatePartitions(CreatePartitionsResponse),
+    AlterConfigs(AlterConfigsResponse),
+    IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
+    SaslAuthenticate(SaslAuthenticateResponse),
+}
+
+/// True if responses of `api_key` at `api_version` may need rewriting (endpoints or capping).
+pub(crate) fn needs_decode(api_key: ApiKey, api_version: i16) -> bool {
+    match api_key {
+        ApiKey::Metadata
+        | ApiKey::FindCoordinator
+        | ApiKey::DescribeCluster
+        | ApiKey::ShareFetch
+        | ApiKey::ShareAcknowledge
+        | ApiKey::ApiVersions
+        | ApiKey::SaslAuthenticate => true,
+        ApiKey::Produce => api_version >= 10,
+        ApiKey::Fetch => api_version >= 16,
+        _ => false,
+    }
+}
+
+fn decode_one<T: Decodable>(body: &mut Bytes, api_key: ApiKey, api_version: i16) -> Result<T, RewriteError> {
+    let decode_err = |message: String| RewriteError::Decode { api_key, api_version, message };
+    let value = T::decode(body, api_version).map_err(|e| decode_err(format!("{e:#}")))?;
+    if body.has_remaining() {
+        return Err(decode_err(format!("{} bytes left over", body.remaining())));
+    }
+    Ok(value)
+}
+
+/// Splits a response frame into its correlation id and body, given the response header version.
+///
+/// # Errors
+/// [`RewriteError::Decode`] for a truncated header.
+pub(crate) fn split_response(frame: Bytes, api_key: ApiKey, api_version: i16) -> Result<(i32, Bytes), RewriteError> {
+    let mut buf = frame;
+    let header = ResponseHeader::decode(&mut buf, api_key.response_header_version(api_version))
+        .map_err(|e| RewriteError::Decode { api_key, api_version, message: format!("header: {e:#}") })?;
+    Ok((header.correlation_id, buf))
+}
+
+impl Decoded {
+    /// Decodes a response body of `api_key` at `api_version`.
+    ///
+    /// # Errors
+    /// [`RewriteError::Decode`], also for an API the proxy does not decode.
+    pub(crate) fn decode(api_key: ApiKey, api_version: i16, mut body: Bytes) -> Result<Self, RewriteError> {
+        let b = &mut body;
+        let (k, v) = (api_key, api_version);
+        Ok(match api_key {
+            ApiKey::Metadata => Self::Metadata(decode_one(b, k, v)?),
+            ApiKey::FindCoordinator => Self::FindCoordinator(decode_one(b, k, v)?),
+            ApiKey::DescribeCluster => Self::DescribeCluster(decode_one(b, k, v)?),
+            ApiKey::Produce => Self::Produce(decode_one(b, k, v)?),
+            ApiKey::Fetch => Self::Fetch(decode_one(b, k, v)?),
+            ApiKey::ShareFetch => Self::ShareFetch(decode_one(b, k, v)?),
+            ApiKey::ShareAcknowledge => Self::ShareAcknowledge(decode_one(b, k, v)?),
+            ApiKey::ApiVersions => Self::ApiVersions(decode_one(b, k, v)?),
+            ApiKey::DeleteRecords => Self::DeleteRecords(decode_one(b, k, v)?),
+            ApiKey::CreatePartitions => Self::CreatePartitions(decode_one(b, k, v)?),
+            ApiKey::AlterConfigs => Self::AlterConfigs(decode_one(b, k, v)?),
+            ApiKey::IncrementalAlterConfigs => Self::IncrementalAlterConfigs(decode_one(b, k, v)?),
+            ApiKey::SaslAuthenticate => Self::SaslAuthenticate(decode_one(b, k, v)?),
+            other => {
+                return Err(RewriteError::Decode {
+                    api_key: other,
+                    api_version,
+                    message: "not an API the proxy decodes".to_owned(),
+                });
+            }
+        })
+    }
+
+    /// An empty response of `api_key` with the refusals filled in (nothing was forwarded).
+    pub(crate) fn from_refusals(refusals: &Refusals) -> Option<Self> {
+        Some(match refusals.api_key {
+            ApiKey::Produce => Self::Produce(refusals.into_produce_response(None)),
+            ApiKey::DeleteRecords => Self::DeleteRecords(refusals.into_delete_records_response(None)),
+            ApiKey::CreatePartitions => Self::CreatePartitions(refusals.into_create_partitions_response(None)),
+            ApiKey::AlterConfigs => Self::AlterConfigs(refusals.into_alter_configs_response(None)),
+            ApiKey::IncrementalAlterConfigs => {
+                Self::IncrementalAlterConfigs(refusals.into_incremental_alter_configs_response(None))
+            }
+            _ => return None,
+        })
+    }
+
+    /// Adds the refusals to this (broker) response.
+    pub(crate) fn merge_refusals(self, refusals: &Refusals) -> Self {
+        match self {
+            Self::Produce(r) => Self::Produce(refusals.into_produce_response(Some(r))),
+            Self::DeleteRecords(r) => Self::DeleteRecords(refusals.into_delete_records_response(Some(r))),
+            Self::CreatePartitions(r) => Self::CreatePartitions(refusals.into_create_partitions_response(Some(r))),
+            Self::AlterConfigs(r) => Self::AlterConfigs(refusals.into_alter_configs_response(Some(r))),
+            Self::IncrementalAlterConfigs(r) => {
+                Self::IncrementalAlterConfigs(refusals.into_incremental_alter_configs_response(Some(r)))
+            }
+            other => other,
+        }
+    }
+
+    /// The broker endpoints this response carries.
+    pub(crate) fn broker_endpoints(&self) -> Vec<BrokerEndpoint> {
+        let s = |h: &StrBytes| h.to_string();
+        match self {
+            Self::Metadata(r) => r.brokers.iter().map(|b| (b.node_id.0, s(&b.host), b.port)).collect(),
+            Self::FindCoordinator(r) => {
+                let mut out: Vec<BrokerEndpoint> =
+                    r.coordinators.iter().filter(|c| c.node_id.0 >= 0).map(|c| (c.node_id.0, s(&c.host), c.port)).collect();
+                if r.node_id.0 >= 0 && !r.host.is_empty() {
+                    out.push((r.node_id.0, s(&r.host), r.port));
+                }
+                out
+            }
+            Self::DescribeCluster(r) if r.endpoint_type != 2 => {
+                r.brokers.iter().map(|b| (b.broker_id.0, s(&b.host), b.port)).collect()
+            }
+            Self::Produce(r) => r.node_endpoints.iter().map(|n| (n.node_id.0, s(&n.host), n.port)).collect(),
+            Self::Fetch(r) => r.node_endpoints.iter().map(|n| (n.node_id.0, s(&n.host), n.port)).collect(),
+            Self::ShareFetch(r) => r.node_endpoints.iter().map(|n| (n.node_id.0, s(&n.host), n.port)).collect(),
+            Self::ShareAcknowledge(r) => r.node_endpoints.iter().map(|n| (n.node_id.0, s(&n.host), n.port)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Topic ids and names a Metadata response carries.
+    pub(crate) fn topic_ids(&self) -> Vec<(uuid::Uuid, String)> {
+        match self {
+            Self::Metadata(r) => r
+                .topics
+                .iter()
+                .filter(|t| !t.topic_id.is_nil())
+                .filter_map(|t| t.name.as_ref().map(|n| (t.topic_id, n.0.to_string())))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Replaces every broker endpoint found in `map` (by node id). Endpoints not in the map are left
+    /// as they are.
+    pub(crate) fn apply_endpoints(&mut self, map: &HashMap<i32, Endpoint>) {
+        fn set(map: &HashMap<i32, Endpoint>, id: i32, host: &mut StrBytes, port: &mut i32) {
+            if let Some(e) = map.get(&id) {
+                *host = StrBytes::from_string(e.host.clone());
+                *port = e.port;
+            }
+        }
+        match self {
+            Self::Metadata(r) => r.brokers.iter_mut().for_each(|b| set(map, b.node_id.0, &mut b.host, &mut b.port)),
+            Self::FindCoordinator(r) => {
+                r.coordinators.iter_mut().for_each(|c| set(map, c.node_id.0, &mut c.host, &mut c.port));
+                set(map, r.node_id.0, &mut r.host, &mut r.port);
+            }
+            Self::DescribeCluster(r) if r.endpoint_type != 2 => {
+                r.brokers.iter_mut().for_each(|b| set(map, b.broker_id.0, &mut b.host, &mut b.port))
+            }
+            Self::Produce(r) => r.node_endpoints.iter_mut().for_each(|n| set(map, n.node_id.0, &mut n.host, &mut n.port)),
+            Self::Fetch(r) => r.node_endpoints.iter_mut().for_each(|n| set(map, n.node_id.0, &mut n.host, &mut n.port)),
+            Self::ShareFetch(r) => r.node_endpoints.iter_mut().for_each(|n| set(map, n.node_id.0, &mut n.host, &mut n.port)),
+            Self::ShareAcknowledge(r) => {
+                r.node_endpoints.iter_mut().for_each(|n| set(map, n.node_id.0, &mut n.host, &mut n.port))
+            }
+            _ => {}
+        }
+    }
+
+    /// Caps an ApiVersions response (no-op for others).
+    pub(crate) fn cap_versions(&mut self) {
+        if let Self::ApiVersions(r) = self {
+            cap_api_versions(r);
+        }
+    }
+
+    /// Whether a successful SaslAuthenticate response.
+    pub(crate) fn is_successful_authentication(&self) -> bool {
+        matches!(self, Self::SaslAuthenticate(r) if r.error_code == 0)
+    }
+
+    /// Encodes header and body into a frame body (no length prefix).
+    ///
+    /// # Errors
+    /// [`RewriteError::Encode`].
+    pub(crate) fn encode(&self, api_key: ApiKey, api_version: i16, correlation_id: i32) -> Result<Bytes, RewriteError> {
+        let mut buf = BytesMut::new();
+        let err = |e: anyhow::Error| RewriteError::Encode { api_key, api_version, message: format!("{e:#}") };
+        ResponseHeader::default()
+            .with_correlation_id(correlation_id)
+            .encode(&mut buf, api_key.response_header_version(api_version))
+            .map_err(err)?;
+        let v = api_version;
+        match self {
+            Self::Metadata(r) => r.encode(&mut buf, v),
+            Self::FindCoordinator(r) => r.encode(&mut buf, v),
+            Self::DescribeCluster(r) => r.encode(&mut buf, v),
+            Self::Produce(r) => r.encode(&mut buf, v),
+            Self::Fetch(r) => r.encode(&mut buf, v),
+            Self::ShareFetch(r) => r.encode(&mut buf, v),
+            Self::ShareAcknowledge(r) => r.encode(&mut buf, v),
+            Self::ApiVersions(r) => r.encode(&mut buf, v),
+            Self::DeleteRecords(r) => r.encode(&mut buf, v),
+            Self::CreatePartitions(r) => r.encode(&mut buf, v),
+            Self::AlterConfigs(r) => r.encode(&mut buf, v),
+            Self::IncrementalAlterConfigs(r) => r.encode(&mut buf, v),
+            Self::SaslAuthenticate(r) => r.encode(&mut buf, v),
+        }
+        .map_err(err)?;
+        Ok(buf.freeze())
+    }
+}
+
+/// The ApiVersions answer the proxy gives itself to a client asking with a version above what the
+/// proxy can decode (KIP-511): UNSUPPORTED_VERSION in v0, listing the ApiVersions versions it can
+/// serve so that the client retries with one of them.
+pub(crate) fn unsupported_api_versions(correlation_id: i32) -> Result<Bytes, RewriteError> {
+    let range = ApiKey::ApiVersions.valid_versions();
+    let mut response = ApiVersionsResponse::default();
+    response.error_code = 35; // UNSUPPORTED_VERSION
+    let mut entry = kafka_protocol::messages::api_versions_response::ApiVersion::default();
+    entry.api_key = ApiKey::ApiVersions as i16;
+    entry.min_version = range.min;
+    entry.max_version = range.max;
+    response.api_keys.push(entry);
+    Decoded::ApiVersions(response).encode(ApiKey::ApiVersions, 0, correlation_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::BrokerId;
+    use kafka_protocol::messages::metadata_response::MetadataResponseBroker;
+
+    #[test]
+    fn metadata_brokers_are_rewritten_and_round_trip() {
+        for v in 0..=13 {
+            let mut response = MetadataResponse::default();
+            for id in [1, 2] {
+                let mut b = MetadataResponseBroker::default();
+                b.node_id = BrokerId(id);
+                b.host = StrBytes::from_static_str("10.0.0.1");
+                b.port = 9092;
+                response.brokers.push(b);
+            }
+            let frame = Decoded::Metadata(response).encode(ApiKey::Metadata, v, 77).unwrap();
+            let (cid, body) = split_response(frame, ApiKey::Metadata, v).unwrap();
+            assert_eq!(cid, 77);
+            let mut decoded = Decoded::decode(ApiKey::Metadata, v, body).unwrap();
+            assert_eq!(decoded.broker_endpoints(), vec![(1, "10.0.0.1".to_owned(), 9092), (2, "10.0.0.1".to_owned(), 9092)]);
+            let map = HashMap::from([(1, Endpoint { host: "proxy".to_owned(), port: 19001 })]);
+            decoded.apply_endpoints(&map);
+            assert_eq!(decoded.broker_endpoints(), vec![(1, "proxy".to_owned(), 19001), (2, "10.0.0.1".to_owned(), 9092)]);
+        }
+    }
+
+    #[test]
+    fn find_coordinator_old_and_new() {
+        for v in 0..=6 {
+            let mut response = FindCoordinatorResponse::default();
+            if v < 4 {
+                response.node_id = BrokerId(3);
+                response.host = StrBytes::from_static_str("b3");
+                response.port = 1;
+            } else {
+                let mut c = kafka_protocol::messages::find_coordinator_response::Coordinator::default();
+                c.node_id = BrokerId(3);
+                c.host = StrBytes::from_static_str("b3");
+                c.port = 1;
+                response.coordinators.push(c);
+            }
+            let mut d = Decoded::FindCoordinator(response);
+            assert_eq!(d.broker_endpoints(), vec![(3, "b3".to_owned(), 1)]);
+            d.apply_endpoints(&HashMap::from([(3, Endpoint { host: "p".to_owned(), port: 2 })]));
+            assert_eq!(d.broker_endpoints(), vec![(3, "p".to_owned(), 2)]);
+            d.encode(ApiKey::FindCoordinator, v, 1).unwrap();
+        }
+    }
+
+    #[test]
+    fn unsupported_api_versions_is_v0() {
+        let frame = unsupported_api_versions(5).unwrap();
+        let (cid, body) = split_response(frame, ApiKey::ApiVersions, 0).unwrap();
+        assert_eq!(cid, 5);
+        let Decoded::ApiVersions(r) = Decoded::decode(ApiKey::ApiVersions, 0, body).unwrap() else { panic!() };
+        assert_eq!(r.error_code, 35);
+    }
+}

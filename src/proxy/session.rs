@@ -1,0 +1,470 @@
+//! One client connection: its own connection to one destination broker, requests forwarded in order,
+//! responses rewritten where needed.
+//!
+//! ```text
+//!   client ──frames──► requests half ──(write policy, scan)──► broker
+//!                          │ Pending (bounded: max_in_flight_per_connection)
+//!                          ▼
+//!   client ◄──frames── responses half ◄──(rewrite endpoints, merge refusals)── broker
+//! ```
+//!
+//! Each client connection gets exactly one broker connection (the broker its listener fronts; any
+//! broker for the bootstrap listener), so correlation ids pass through unchanged and Kafka's
+//! in-order responses per connection keep the two sides aligned: the responses half takes the
+//! oldest [`Pending`] entry and, unless it is a local answer, reads the broker's next frame, which
+//! must carry that entry's correlation id. Requests the proxy answers itself (all partitions refused,
+//! an ApiVersions version it cannot decode) become local entries in the same queue, so the client
+//! sees responses in request order. Produce with `acks=0` gets no entry: the broker sends no response.
+//!
+//! The two halves run as two futures in the session's task (not two tasks), so they cannot deadlock
+//! on each other: a broker that blocks on writing a large response is still read while the requests
+//! half waits to write a large request.
+//!
+//! Close paths:
+//! 1. client EOF or reset: the session ends at once (responses in flight are dropped, as a broker
+//!    would drop them);
+//! 2. a malformed request, oversized frame or unreadable version: logged once (warn), connection closed;
+//! 3. broker closed or failed: the client connection is closed; the client reconnects and refreshes
+//!    metadata, as after a broker failure;
+//! 4. shutdown: the requests half stops reading, the responses half answers everything in flight,
+//!    then the connection closes (all under the proxy's grace period).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use kafka_protocol::messages::ApiKey;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, trace, warn};
+
+use super::error::SessionError;
+use super::listener::Target;
+use super::metrics::{add, inc};
+use super::policy::Refusals;
+use super::requests::{ScannedRequest, TopicRef, rebuild, scan_request};
+use super::rewrite::{Decoded, needs_decode, split_response, unsupported_api_versions};
+use super::server::Shared;
+use super::versions::is_supported;
+use super::wire::{Reader, RequestHead, request_body_offset};
+use crate::protocol::FrameDecoder;
+
+/// Capacity of the buffered writers, bytes. Frames larger than this bypass the buffer.
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
+/// What the responses half must do for one request, in request order.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    /// A response the proxy made itself (frame body without the length prefix).
+    Local(Bytes),
+    /// The broker answers this request.
+    Upstream(Expected),
+}
+
+/// A request sent to the broker, waiting for its response.
+#[derive(Debug)]
+pub(crate) struct Expected {
+    correlation_id: i32,
+    /// `None`: an API the proxy does not know; forwarded as is.
+    api_key: Option<ApiKey>,
+    api_version: i16,
+    /// Refused entries to merge into the broker's response.
+    refusals: Option<Refusals>,
+    /// The user a successful SaslAuthenticate authenticates.
+    sasl_user: Option<String>,
+}
+
+/// How the requests half ended.
+#[derive(Debug)]
+enum RequestsEnd {
+    /// The client closed its connection.
+    ClientClosed,
+    /// Shutdown: finish what is in flight.
+    Drain,
+}
+
+/// State both halves see.
+#[derive(Debug, Default)]
+struct SessionState {
+    /// SASL mechanism from SaslHandshake.
+    mechanism: Mutex<Option<String>>,
+    /// The authenticated principal (`User:name`), once SaslAuthenticate succeeded.
+    principal: Mutex<Option<String>>,
+}
+
+/// Serves one client connection until it closes, fails, or the proxy shuts down.
+pub(crate) async fn run_session(shared: Arc<Shared>, socket: TcpStream, peer: SocketAddr, target: Target, shutdown: CancellationToken) {
+    let _ = socket.set_nodelay(true);
+    shared.metrics.connections_active.fetch_add(1, Ordering::Relaxed);
+    inc(&shared.metrics.connections_total);
+    let result = serve(&shared, socket, target, &shutdown).await;
+    shared.metrics.connections_active.fetch_sub(1, Ordering::Relaxed);
+    match result {
+        Ok(()) => debug!("session closed"),
+        Err(error) if error.is_normal_close() => debug!(error = %error, "session closed"),
+        Err(error) if error.is_client_fault() => warn!(client.addr = %peer, error = ?error, "closing client connection"),
+        Err(error) => warn!(client.addr = %peer, error = ?error, "session failed"),
+    }
+}
+
+async fn serve(shared: &Arc<Shared>, socket: TcpStream, target: Target, shutdown: &CancellationToken) -> Result<(), SessionError> {
+    let (upstream, upstream_addr) = super::upstream::connect(shared, target).await?;
+    debug!(broker.addr = %upstream_addr, "connected upstream");
+    let (client_read, client_write) = socket.into_split();
+    let (upstream_read, upstream_write) = upstream.into_split();
+    let client_rx = FramedRead::new(client_read, FrameDecoder::new(shared.settings.max_frame_bytes));
+    let upstream_rx = FramedRead::new(upstream_read, FrameDecoder::new(shared.settings.max_response_bytes));
+    let client_tx = BufWriter::with_capacity(WRITE_BUFFER_BYTES, client_write);
+    let upstream_tx = BufWriter::with_capacity(WRITE_BUFFER_BYTES, upstream_write);
+    let (pending_tx, pending_rx) = mpsc::channel(shared.settings.max_in_flight_per_connection);
+    let state = SessionState::default();
+
+    let requests = requests_half(shared, &state, client_rx, upstream_tx, &upstream_addr, pending_tx, shutdown);
+    let responses = responses_half(shared, &state, upstream_rx, client_tx, &upstream_addr, pending_rx);
+    tokio::pin!(requests, responses);
+    tokio::select! {
+        end = &mut requests => match end? {
+            RequestsEnd::ClientClosed => Ok(()),
+            // The pending sender is dropped with the requests half, so the responses half ends once
+            // everything in flight is answered.
+            RequestsEnd::Drain => responses.await,
+        },
+        r = &mut responses => r,
+    }
+}
+
+/// Writes one frame (length prefix + body) and flushes.
+///
+/// # Cancel safety
+/// Not cancel safe (a partial frame may be written); it is never used inside `select!`.
+async fn write_frame<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, body: &[u8]) -> std::io::Result<()> {
+    let len = i32::try_from(body.len()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "frame over 2 GiB"))?;
+    w.write_all(&len.to_be_bytes()).await?;
+    w.write_all(body).await?;
+    w.flush().await
+}
+
+#[allow(clippy::too_many_arguments, reason = "the two halves of one session; grouped in a struct they would borrow each other")]
+async fn requests_half<R, W>(
+    shared: &Arc<Shared>,
+    state: &SessionState,
+    mut client_rx: FramedRead<R, FrameDecoder>,
+    mut upstream_tx: BufWriter<W>,
+    upstream_addr: &str,
+    pending: mpsc::Sender<Pending>,
+    shutdown: &CancellationToken,
+) -> Result<RequestsEnd, SessionError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return Ok(RequestsEnd::Drain),
+            // Cancel safe: FramedRead keeps partial frames in its buffer.
+            next = client_rx.next() => next,
+        };
+        let frame = match next {
+            None => return Ok(RequestsEnd::ClientClosed),
+            Some(Err(e)) => return Err(SessionError::ClientFrame(e)),
+            Some(Ok(frame)) => frame,
+        };
+        let step = handle_request(shared, state, frame).await.inspect_err(|e| {
+            if matches!(e, SessionError::UnsupportedVersion { .. }) {
+                inc(&shared.metrics.unsupported_versions);
+            } else if e.is_client_fault() {
+                inc(&shared.metrics.malformed_requests);
+            }
+        })?;
+        if let Some(p) = step.pending {
+            // Waits while max_in_flight_per_connection requests are outstanding: backpressure.
+            if pending.send(p).await.is_err() {
+                // The responses half ended; its error ends the session.
+                return Ok(RequestsEnd::ClientClosed);
+            }
+        }
+        if let Some(frame) = step.forward {
+            write_frame(&mut upstream_tx, &frame)
+                .await
+                .map_err(|source| SessionError::UpstreamWrite { addr: upstream_addr.to_owned(), source })?;
+        }
+    }
+}
+
+/// What to do with one request.
+#[derive(Debug, Default)]
+struct Step {
+    pending: Option<Pending>,
+    forward: Option<Bytes>,
+}
+
+async fn handle_request(shared: &Arc<Shared>, state: &SessionState, frame: Bytes) -> Result<Step, SessionError> {
+    let head = RequestHead::parse(&frame).map_err(SessionError::MalformedHeader)?;
+    shared.metrics.count_request(head.api_key, frame.len() + 4);
+    trace!(api_key = head.api_key, api_version = head.api_version, correlation_id = head.correlation_id, "request");
+    let Ok(api_key) = ApiKey::try_from(head.api_key) else {
+        // An API this build does not know: forwarded without reading, the broker decides.
+        return Ok(forward(frame, &head, None, None, None));
+    };
+    if !is_supported(api_key, head.api_version) {
+        if api_key == ApiKey::ApiVersions {
+            let answer = unsupported_api_versions(head.correlation_id)
+                .map_err(|source| SessionError::Rewrite { addr: "proxy".to_owned(), source })?;
+            return Ok(Step { pending: Some(Pending::Local(answer)), forward: None });
+        }
+        return Err(SessionError::UnsupportedVersion {
+            api_key,
+            api_version: head.api_version,
+            correlation_id: head.correlation_id,
+        });
+    }
+    match api_key {
+        ApiKey::Produce
+        | ApiKey::DeleteRecords
+        | ApiKey::CreatePartitions
+        | ApiKey::AlterConfigs
+        | ApiKey::IncrementalAlterConfigs => handle_write(shared, frame, &head, api_key).await,
+        ApiKey::SaslHandshake => {
+            let mechanism = read_sasl_mechanism(&frame, api_key, head.api_version);
+            *state.mechanism.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = mechanism;
+            Ok(forward(frame, &head, Some(api_key), None, None))
+        }
+        ApiKey::SaslAuthenticate => {
+            let mechanism = state.mechanism.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            let user = read_sasl_user(&frame, head.api_version, mechanism.as_deref());
+            Ok(forward(frame, &head, Some(api_key), None, user))
+        }
+        _ => Ok(forward(frame, &head, Some(api_key), None, None)),
+    }
+}
+
+fn forward(frame: Bytes, head: &RequestHead, api_key: Option<ApiKey>, refusals: Option<Refusals>, sasl_user: Option<String>) -> Step {
+    Step {
+        pending: Some(Pending::Upstream(Expected {
+            correlation_id: head.correlation_id,
+            api_key,
+            api_version: head.api_version,
+            refusals,
+            sasl_user,
+        })),
+        forward: Some(frame),
+    }
+}
+
+/// Produce, DeleteRecords, CreatePartitions, AlterConfigs, IncrementalAlterConfigs: the write policy.
+async fn handle_write(shared: &Arc<Shared>, frame: Bytes, head: &RequestHead, api_key: ApiKey) -> Result<Step, SessionError> {
+    let scanned = scan_request(&frame, api_key, head.api_version)
+        .map_err(|source| SessionError::Malformed { correlation_id: head.correlation_id, source })?;
+    let names = resolve_topic_ids(shared, &scanned).await;
+    let acks_zero = scanned.acks == Some(0);
+    let Some(refusals) = shared.policy.check(&scanned, |id| names.get(id).cloned()) else {
+        if acks_zero {
+            return Ok(Step { pending: None, forward: Some(frame) });
+        }
+        return Ok(forward(frame, head, Some(api_key), None, None));
+    };
+    let partitions: usize = refusals.entries.iter().map(|e| e.partitions.len()).sum();
+    add(&shared.metrics.refused_partitions, partitions);
+    add(&shared.metrics.refused_resources, refusals.entries.len());
+    for e in &refusals.entries {
+        debug!(?api_key, correlation_id = head.correlation_id, topic = %e.topic, partitions = ?e.partitions, "write refused");
+    }
+    if refusals.nothing_left {
+        if acks_zero {
+            return Ok(Step::default());
+        }
+        let answer = Decoded::from_refusals(&refusals)
+            .ok_or_else(|| SessionError::UnsupportedVersion { api_key, api_version: head.api_version, correlation_id: head.correlation_id })?
+            .encode(api_key, head.api_version, head.correlation_id)
+            .map_err(|source| SessionError::Rewrite { addr: "proxy".to_owned(), source })?;
+        return Ok(Step { pending: Some(Pending::Local(answer)), forward: None });
+    }
+    let reduced = Bytes::from(rebuild(&frame, &scanned, &refusals.keep));
+    if acks_zero {
+        return Ok(Step { pending: None, forward: Some(reduced) });
+    }
+    Ok(forward(reduced, head, Some(api_key), Some(refusals), None))
+}
+
+/// Names of the topic ids a Produce v13+ request uses; ids the registry does not know trigger one
+/// metadata refresh. An id still unknown is left to the broker (it answers UNKNOWN_TOPIC_ID: a topic
+/// the destination does not know cannot be a mirror topic there).
+async fn resolve_topic_ids(shared: &Arc<Shared>, scanned: &ScannedRequest) -> HashMap<uuid::Uuid, String> {
+    let mut names = HashMap::new();
+    let mut refreshed = false;
+    for entry in &scanned.entries {
+        let TopicRef::Id(id) = &entry.topic else { continue };
+        if names.contains_key(id) {
+            continue;
+        }
+        let mut name = shared.registry.topic_name(id);
+        if name.is_none() && !refreshed {
+            refreshed = true;
+            shared.refresh_metadata().await;
+            name = shared.registry.topic_name(id);
+        }
+        if let Some(name) = name {
+            names.insert(*id, name);
+        }
+    }
+    names
+}
+
+fn read_sasl_mechanism(frame: &[u8], api_key: ApiKey, api_version: i16) -> Option<String> {
+    let flexible = api_key.request_header_version(api_version) >= 2;
+    let (body, _) = request_body_offset(frame, flexible).ok()?;
+    let mut r = Reader::at(frame, body);
+    r.string(flexible, "mechanism").ok()
+}
+
+/// The user name a SaslAuthenticate request authenticates, for PLAIN and SCRAM (client-first message).
+fn read_sasl_user(frame: &[u8], api_version: i16, mechanism: Option<&str>) -> Option<String> {
+    let flexible = ApiKey::SaslAuthenticate.request_header_version(api_version) >= 2;
+    let (body, _) = request_body_offset(frame, flexible).ok()?;
+    let mut r = Reader::at(frame, body);
+    let range = r.skip_bytes(flexible, "auth_bytes").ok()??;
+    sasl_user(mechanism?, frame.get(range)?)
+}
+
+/// The authentication identity in a SASL PLAIN message (RFC 4616: `authzid NUL authcid NUL passwd`)
+/// or a SCRAM client-first message (RFC 5802: `gs2-header n=user,r=nonce`, with `=2C`/`=3D` escapes).
+pub(crate) fn sasl_user(mechanism: &str, auth: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(auth).ok()?;
+    if mechanism.eq_ignore_ascii_case("PLAIN") {
+        let mut parts = text.split('\0');
+        let (authzid, authcid) = (parts.next()?, parts.next()?);
+        parts.next()?;
+        return Some(if authzid.is_empty() { authcid } else { authzid }.to_owned());
+    }
+    if mechanism.to_ascii_uppercase().starts_with("SCRAM-") {
+        // Only the client-first message has a gs2 header ("n,," or "y,," or "p=…,").
+        let bare = text.strip_prefix("n,").or_else(|| text.strip_prefix("y,")).or_else(|| text.strip_prefix("p="))?;
+        let (_, bare) = bare.split_once(',')?;
+        let user = bare.split(',').find_map(|a| a.strip_prefix("n="))?;
+        return Some(user.replace("=2C", ",").replace("=3D", "="));
+    }
+    None
+}
+
+async fn responses_half<R, W>(
+    shared: &Arc<Shared>,
+    state: &SessionState,
+    mut upstream_rx: FramedRead<R, FrameDecoder>,
+    mut client_tx: BufWriter<W>,
+    upstream_addr: &str,
+    mut pending: mpsc::Receiver<Pending>,
+) -> Result<(), SessionError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    while let Some(p) = pending.recv().await {
+        let out = match p {
+            Pending::Local(frame) => frame,
+            Pending::Upstream(expected) => {
+                let frame = match upstream_rx.next().await {
+                    None => return Err(SessionError::UpstreamClosed { addr: upstream_addr.to_owned() }),
+                    Some(Err(source)) => return Err(SessionError::UpstreamFrame { addr: upstream_addr.to_owned(), source }),
+                    Some(Ok(frame)) => frame,
+                };
+                let got = frame.get(..4).map_or(-1, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+                if got != expected.correlation_id {
+                    return Err(SessionError::CorrelationMismatch {
+                        addr: upstream_addr.to_owned(),
+                        expected: expected.correlation_id,
+                        got,
+                    });
+                }
+                match expected.api_key {
+                    Some(api_key) if expected.refusals.is_some() || needs_decode(api_key, expected.api_version) => {
+                        process_response(shared, state, api_key, expected, frame)
+                            .await
+                            .map_err(|e| match e {
+                                ProcessError::Rewrite(source) => SessionError::Rewrite { addr: upstream_addr.to_owned(), source },
+                                ProcessError::Endpoint(e) => SessionError::Endpoint(e),
+                            })?
+                    }
+                    _ => frame,
+                }
+            }
+        };
+        add(&shared.metrics.response_bytes, out.len() + 4);
+        write_frame(&mut client_tx, &out).await.map_err(SessionError::ClientWrite)?;
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+enum ProcessError {
+    Rewrite(super::rewrite::RewriteError),
+    Endpoint(super::error::ProxyError),
+}
+
+async fn process_response(
+    shared: &Arc<Shared>,
+    state: &SessionState,
+    api_key: ApiKey,
+    expected: Expected,
+    frame: Bytes,
+) -> Result<Bytes, ProcessError> {
+    let version = expected.api_version;
+    let (correlation_id, body) = split_response(frame.clone(), api_key, version).map_err(ProcessError::Rewrite)?;
+    let (mut decoded, version) = match Decoded::decode(api_key, version, body) {
+        Ok(d) => (d, version),
+        Err(e) if api_key == ApiKey::ApiVersions => {
+            // A broker that does not support the requested ApiVersions version answers in v0 (KIP-511).
+            let (_, body) = split_response(frame.clone(), api_key, 0).map_err(|_| ProcessError::Rewrite(e))?;
+            (Decoded::decode(api_key, 0, body).map_err(ProcessError::Rewrite)?, 0)
+        }
+        Err(e) => return Err(ProcessError::Rewrite(e)),
+    };
+    shared.registry.add_topic_ids(decoded.topic_ids());
+    if decoded.is_successful_authentication() {
+        if let Some(user) = expected.sasl_user {
+            let principal = format!("User:{user}");
+            info!(client.principal = %principal, "client authenticated");
+            *state.principal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(principal);
+        }
+    }
+    let endpoints = decoded.broker_endpoints();
+    let changes = !endpoints.is_empty() || expected.refusals.is_some() || api_key == ApiKey::ApiVersions;
+    if !changes {
+        // Fetch and Produce without leader endpoints, SaslAuthenticate: the broker's bytes as they are.
+        return Ok(frame);
+    }
+    if !endpoints.is_empty() {
+        let map = shared.endpoints_for(&endpoints).await.map_err(ProcessError::Endpoint)?;
+        decoded.apply_endpoints(&map);
+    }
+    decoded.cap_versions();
+    if let Some(refusals) = &expected.refusals {
+        decoded = decoded.merge_refusals(refusals);
+    }
+    inc(&shared.metrics.rewritten_responses);
+    decoded.encode(api_key, version, correlation_id).map_err(ProcessError::Rewrite)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sasl_users() {
+        assert_eq!(sasl_user("PLAIN", b"\0alice\0secret").as_deref(), Some("alice"));
+        assert_eq!(sasl_user("PLAIN", b"admin\0alice\0secret").as_deref(), Some("admin"));
+        assert_eq!(sasl_user("PLAIN", b"alice"), None);
+        assert_eq!(sasl_user("SCRAM-SHA-256", b"n,,n=bob=2Cx,r=abc").as_deref(), Some("bob,x"));
+        assert_eq!(sasl_user("SCRAM-SHA-512", b"n,a=z,n=carol,r=abc").as_deref(), Some("carol"));
+        // A SCRAM client-final message has no user.
+        assert_eq!(sasl_user("SCRAM-SHA-512", b"c=biws,r=abc,p=xyz"), None);
+        assert_eq!(sasl_user("GSSAPI", b"whatever"), None);
+    }
+}
