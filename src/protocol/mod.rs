@@ -5,6 +5,7 @@
 //!   before any allocation;
 //! - [`batch`]: record batches (magic v2) as raw bytes: iterate, read header fields, patch them in
 //!   place with a fresh CRC-32C, iterate records, build control batches;
+//! - [`mirror`]: the mirror admin messages (api keys, error codes, bodies, headers);
 //! - [`ErrorCode`]: Kafka's error codes, a typed enum with an `Unknown(i16)` fallback (re-exported from
 //!   `kafka-protocol`, which keeps it in step with Kafka's `Errors`).
 //!
@@ -19,6 +20,7 @@
 pub mod batch;
 mod control;
 pub mod frame;
+pub mod mirror;
 mod records;
 
 pub use kafka_protocol::ResponseError as ErrorCode;
