@@ -1,0 +1,289 @@
+//! One task per mirror topic: drives a [`Replicator`] for that topic through the lifecycle of
+//! spec §6 and records what it observes in `__mirror_state`.
+//!
+//! ```text
+//!   goal MIRROR ──► setup: connect source, describe source topic (id unchanged?), create/check
+//!        │          destination topic; failures: FAILED (retried with backoff if they can pass)
+//!        │        ► Replicator::start(topic) ── every status_interval: persist partition states
+//!        │          that changed (PREPARING, MIRRORING, FAILED + reason)
+//!        ├─ Pause ──► replicator.shutdown() ──► goal PAUSE: wait for Resume / Stop
+//!        ├─ Stop  ──► replicator.shutdown() ──► abort open mirrored transactions per partition
+//!        │            (retried until done) ──► STOPPED records ──► topic writable; task ends
+//!        ├─ Reconnect(settings) ──► replicator.shutdown() ──► setup again with the new settings
+//!        └─ cancel (proxy shutdown) ──► replicator.shutdown(); nothing written
+//! ```
+//!
+//! The manager writes the operator's transitions (PAUSED, STOPPING, …) *before* it sends the
+//! command; the runner writes what it observes after observing it, and only while the topic's goal
+//! still is what the runner works toward (checked under the manager's operation lock, so an
+//! observation never overwrites a newer operator transition).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use super::manager::Shared;
+use super::records::{PartitionRecord, StateRecord, TopicGoal};
+use super::settings::MirrorSettings;
+use super::stop::abort_open_transactions;
+use super::PartitionState;
+use crate::client::{Backoff, Client};
+use crate::replicator::{ReplicationError, Replicator, ReplicatorConfig, topic as replicator_topic};
+
+/// Capacity of a runner's command queue (commands are rare; a full queue means the runner is
+/// busy stopping and the caller waits).
+pub(crate) const COMMAND_QUEUE: usize = 8;
+
+/// What the manager tells a runner.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Suspend copying.
+    Pause,
+    /// Resume copying.
+    Resume,
+    /// Stop for good; `done` fires once the topic is STOPPED.
+    Stop { done: Option<oneshot::Sender<()>> },
+    /// The mirror's settings changed: reconnect with these.
+    Reconnect(MirrorSettings),
+}
+
+/// The runner of one topic.
+#[derive(Debug)]
+pub(crate) struct TopicRunner {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) mirror: String,
+    pub(crate) topic: String,
+    pub(crate) partitions: i32,
+    pub(crate) source_topic_id: Uuid,
+    pub(crate) settings: Result<MirrorSettings, String>,
+}
+
+/// How a mirroring phase ended.
+enum Next {
+    Command(Command),
+    Cancelled,
+}
+
+impl TopicRunner {
+    /// Runs until the topic is STOPPED or `cancel` fires.
+    pub(crate) async fn run(mut self, mut commands: mpsc::Receiver<Command>, start: TopicGoal, cancel: CancellationToken) {
+        let mut goal = start;
+        loop {
+            let next = match goal {
+                TopicGoal::Mirror => self.mirror_until_command(&mut commands, &cancel).await,
+                TopicGoal::Pause => wait_command(&mut commands, &cancel).await,
+                TopicGoal::Stop => Next::Command(Command::Stop { done: None }),
+                TopicGoal::Stopped => return,
+            };
+            match next {
+                Next::Cancelled => return,
+                Next::Command(Command::Pause) => goal = TopicGoal::Pause,
+                Next::Command(Command::Resume) => goal = TopicGoal::Mirror,
+                Next::Command(Command::Reconnect(settings)) => self.settings = Ok(settings),
+                Next::Command(Command::Stop { done }) => {
+                    if self.stop(&cancel).await {
+                        if let Some(done) = done {
+                            let _ = done.send(());
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Connects to the source and checks both topics; typed errors so that retrying is decided by
+    /// the error's kind.
+    async fn setup(&self) -> Result<(Arc<Client>, ReplicatorConfig), SetupError> {
+        let settings = self.settings.as_ref().map_err(|reason| SetupError::Settings(reason.clone()))?;
+        let source = Client::connect(settings.client_config(&self.mirror))
+            .await
+            .map_err(|source| SetupError::Replication(ReplicationError::Unavailable { side: "source", source }))?;
+        let source = Arc::new(source);
+        let described = replicator_topic::describe_source(&source, &self.topic).await.map_err(SetupError::Replication)?;
+        if !self.source_topic_id.is_nil() && described.topic_id != self.source_topic_id {
+            return Err(SetupError::Replication(ReplicationError::SourceTopicChanged {
+                topic: self.topic.clone(),
+                detail: format!("was re-created (topic id {} now, {} when added to the mirror)", described.topic_id, self.source_topic_id),
+            }));
+        }
+        let config = self.shared.replicator_config(&self.mirror, settings);
+        replicator_topic::ensure_destination(&source, &self.shared.destination, &described, &config)
+            .await
+            .map_err(SetupError::Replication)?;
+        Ok((source, config))
+    }
+
+    async fn mirror_until_command(&self, commands: &mut mpsc::Receiver<Command>, cancel: &CancellationToken) -> Next {
+        let mut backoff = Backoff::new(&self.shared.config.retry_backoff);
+        let mut attempt: i16 = 0;
+        let (source, config) = loop {
+            let setup = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Next::Cancelled,
+                c = commands.recv() => return c.map_or(Next::Cancelled, Next::Command),
+                s = self.setup() => s,
+            };
+            match setup {
+                Ok(ready) => break ready,
+                Err(e) => {
+                    let retriable = e.is_retriable();
+                    let reason = e.reason();
+                    attempt = attempt.saturating_add(1);
+                    warn!(mirror = %self.mirror, topic = %self.topic, %reason, retriable, "mirror topic setup failed");
+                    let retry = if retriable { attempt } else { -1 };
+                    self.observe_all(PartitionState::Failed { reason }, retry).await;
+                    if !retriable {
+                        return wait_command(commands, cancel).await;
+                    }
+                    let delay = backoff.next_delay().unwrap_or(self.shared.config.retry_backoff.max);
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => return Next::Cancelled,
+                        c = commands.recv() => return c.map_or(Next::Cancelled, Next::Command),
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        };
+        info!(mirror = %self.mirror, topic = %self.topic, "mirroring");
+        let replicator = Replicator::start(source, self.shared.destination.clone(), std::slice::from_ref(&self.topic), config).await;
+        let mut persisted: BTreeMap<i32, PartitionState> = BTreeMap::new();
+        let mut tick = tokio::time::interval(self.shared.config.status_interval);
+        let next = loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break Next::Cancelled,
+                c = commands.recv() => break c.map_or(Next::Cancelled, Next::Command),
+                _ = tick.tick() => {
+                    for status in replicator.status() {
+                        if persisted.get(&status.partition) != Some(&status.state) {
+                            let retry = if matches!(status.state, PartitionState::Failed { .. }) { attempt } else { 0 };
+                            if self.observe(status.partition, status.state.clone(), retry).await {
+                                persisted.insert(status.partition, status.state);
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        replicator.shutdown().await;
+        next
+    }
+
+    /// Records an observed state of every partition.
+    async fn observe_all(&self, state: PartitionState, retry_attempt: i16) {
+        for p in 0..self.partitions {
+            self.observe(p, state.clone(), retry_attempt).await;
+        }
+    }
+
+    /// Records an observed partition state while the topic's goal is still MIRROR; false if not
+    /// written (goal changed, or the store failed: retried at the next tick).
+    async fn observe(&self, partition: i32, state: PartitionState, retry_attempt: i16) -> bool {
+        let _op = self.shared.ops.lock().await;
+        if self.shared.goal_of(&self.topic).as_ref() != Some(&TopicGoal::Mirror) {
+            return false;
+        }
+        let record = StateRecord::Partition {
+            topic: self.topic.clone(),
+            partition,
+            value: Some(PartitionRecord { mirror: self.mirror.clone(), state, retry_attempt, updated_ms: super::now_ms() }),
+        };
+        match self.shared.commit(&[record]).await {
+            Ok(()) => true,
+            Err(e) => {
+                warn!(mirror = %self.mirror, topic = %self.topic, partition, error = %e, "could not record a partition state");
+                false
+            }
+        }
+    }
+
+    /// STOPPING: abort what is open, then STOPPED. Retries until done or cancelled (a restart
+    /// resumes it: the goal STOP is in the log). True once STOPPED.
+    async fn stop(&self, cancel: &CancellationToken) -> bool {
+        let mut backoff = Backoff::new(&self.shared.config.retry_backoff);
+        let mut pending: Vec<i32> = (0..self.partitions).collect();
+        while !pending.is_empty() {
+            let mut failed = Vec::new();
+            for &p in &pending {
+                let outcome = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return false,
+                    r = abort_open_transactions(&self.shared.destination, &self.topic, p) => r,
+                };
+                if let Err(e) = outcome {
+                    warn!(mirror = %self.mirror, topic = %self.topic, partition = p, error = %e, "stopping: aborting open transactions failed; retrying");
+                    failed.push(p);
+                }
+            }
+            pending = failed;
+            if !pending.is_empty() {
+                let delay = backoff.next_delay().unwrap_or(self.shared.config.retry_backoff.max);
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return false,
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+        loop {
+            let result = {
+                let _op = self.shared.ops.lock().await;
+                self.shared.finish_stop(&self.mirror, &self.topic).await
+            };
+            match result {
+                Ok(()) => {
+                    info!(mirror = %self.mirror, topic = %self.topic, "STOPPED: the topic is writable");
+                    return true;
+                }
+                Err(e) => {
+                    warn!(mirror = %self.mirror, topic = %self.topic, error = %e, "could not record STOPPED; retrying");
+                    let delay = backoff.next_delay().unwrap_or(self.shared.config.retry_backoff.max);
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => return false,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn wait_command(commands: &mut mpsc::Receiver<Command>, cancel: &CancellationToken) -> Next {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Next::Cancelled,
+        c = commands.recv() => c.map_or(Next::Cancelled, Next::Command),
+    }
+}
+
+/// Why a topic could not be set up.
+#[derive(Debug)]
+enum SetupError {
+    /// The mirror's stored settings cannot be used (e.g. secrets sealed with another key).
+    Settings(String),
+    /// Source, destination or topic problems, classified by the replicator's error.
+    Replication(ReplicationError),
+}
+
+impl SetupError {
+    fn is_retriable(&self) -> bool {
+        match self {
+            Self::Settings(_) => false,
+            Self::Replication(e) => e.is_retriable(),
+        }
+    }
+
+    fn reason(&self) -> String {
+        match self {
+            Self::Settings(reason) => reason.clone(),
+            Self::Replication(e) => e.reason(),
+        }
+    }
+}

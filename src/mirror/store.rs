@@ -1,0 +1,275 @@
+//! The `__mirror_state` topic on the destination: created at start-up, read back in full to load,
+//! and appended to before every transition takes effect.
+//!
+//! ```text
+//!   StateStore::open ── CreateTopics (1 partition, compacted, RF min(3, brokers)) or reuse
+//!                     └─ Fetch from the log start to the high watermark ─► records in log order
+//!   StateStore::write ── one record per Produce (acks=all), writes serialised; retried with
+//!                        backoff until the deadline: a record is an upsert of its key, so a record
+//!                        appended twice by a retry after an ambiguous failure changes nothing
+//! ```
+//!
+//! One partition: every instance reads the whole state anyway (the write policy needs every mirror
+//! topic), and a single log orders all transitions.
+//!
+//! # Cancel safety
+//! [`StateStore::write`] is not cancel safe: cancelled after the Produce was sent, the record may or
+//! may not be in the log. Callers await it to completion before acting on the transition.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tracing::{debug, info, warn};
+
+use super::records::StateRecord;
+use crate::client::{Backoff, BackoffConfig, Client, ClientError, IsolationLevel, NewTopic, OffsetSpec, ProduceOptions};
+use crate::protocol::ErrorCode;
+use crate::protocol::batch::{BatchBuilder, Record, RecordBatches};
+use crate::protocol::mirror::DecodeError;
+
+/// Default name of the state topic.
+pub const DEFAULT_STATE_TOPIC: &str = "__mirror_state";
+/// Largest fetch while loading, bytes.
+const LOAD_FETCH_BYTES: i32 = 8 * 1024 * 1024;
+/// Time the broker waits for replication of a state write.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A state-store failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The destination failed (unreachable, refused the topic or the write).
+    #[error("`{topic}` on the destination: {action} failed")]
+    Destination {
+        topic: String,
+        action: &'static str,
+        #[source]
+        source: Box<ClientError>,
+    },
+    /// A record in the topic does not decode (written by a newer build, or corrupt).
+    #[error("`{topic}` offset {offset}: record does not decode")]
+    Corrupt {
+        topic: String,
+        offset: i64,
+        #[source]
+        source: DecodeError,
+    },
+}
+
+/// The state topic of one destination cluster.
+#[derive(Debug)]
+pub struct StateStore {
+    destination: Arc<Client>,
+    topic: String,
+    /// Serialises writes, so records land in the order transitions were decided.
+    write_lock: Mutex<()>,
+    backoff: BackoffConfig,
+}
+
+impl StateStore {
+    /// Creates `topic` if missing and reads every record in it, in log order.
+    ///
+    /// # Errors
+    /// [`StoreError::Destination`] if the destination cannot be reached or refuses the topic,
+    /// [`StoreError::Corrupt`] for a record that does not decode.
+    pub async fn open(destination: Arc<Client>, topic: &str, backoff: BackoffConfig) -> Result<(Self, Vec<StateRecord>), StoreError> {
+        let store = Self { destination, topic: topic.to_owned(), write_lock: Mutex::new(()), backoff };
+        store.ensure_topic().await?;
+        let records = store.load().await?;
+        info!(topic, records = records.len(), "mirror state loaded");
+        Ok((store, records))
+    }
+
+    fn fail(&self, action: &'static str) -> impl Fn(ClientError) -> StoreError + '_ {
+        move |source| StoreError::Destination { topic: self.topic.clone(), action, source: Box::new(source) }
+    }
+
+    async fn ensure_topic(&self) -> Result<(), StoreError> {
+        let brokers = self.destination.refresh_metadata(&[]).await.map_err(self.fail("metadata"))?.brokers.len();
+        let replication_factor = brokers.clamp(1, 3) as i16;
+        let min_isr = if replication_factor >= 3 { "2" } else { "1" };
+        let topic = NewTopic {
+            name: self.topic.clone(),
+            num_partitions: 1,
+            replication_factor,
+            configs: vec![
+                ("cleanup.policy".to_owned(), "compact".to_owned()),
+                ("min.insync.replicas".to_owned(), min_isr.to_owned()),
+                ("unclean.leader.election.enable".to_owned(), "false".to_owned()),
+            ],
+        };
+        let created = self.destination.create_topics(&[topic], Duration::from_secs(30)).await.map_err(self.fail("CreateTopics"))?;
+        match created.into_iter().next() {
+            Some(Ok(_)) => info!(topic = %self.topic, replication_factor, "created the mirror state topic"),
+            Some(Err(e)) if e.code() == Some(ErrorCode::TopicAlreadyExists) => debug!(topic = %self.topic, "mirror state topic exists"),
+            Some(Err(e)) => return Err(self.fail("CreateTopics")(e)),
+            None => {}
+        }
+        self.destination.leader_of(&self.topic, 0).await.map_err(self.fail("finding the leader"))?;
+        Ok(())
+    }
+
+    /// Every record from the log start to the high watermark.
+    async fn load(&self) -> Result<Vec<StateRecord>, StoreError> {
+        let client = &self.destination;
+        let end = client
+            .list_offset(&self.topic, 0, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+            .await
+            .map_err(self.fail("ListOffsets"))?;
+        let mut offset = client
+            .list_offset(&self.topic, 0, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
+            .await
+            .map_err(self.fail("ListOffsets"))?;
+        let mut records = Vec::new();
+        while offset < end {
+            let fetched = client
+                .fetch_partition(&self.topic, 0, offset, IsolationLevel::ReadUncommitted, LOAD_FETCH_BYTES)
+                .await
+                .map_err(self.fail("Fetch"))?;
+            let before = offset;
+            for batch in RecordBatches::new(fetched.records) {
+                let batch = batch.map_err(|_| StoreError::Corrupt {
+                    topic: self.topic.clone(),
+                    offset,
+                    source: DecodeError::InvalidValue { field: "record batch", value: offset },
+                })?;
+                if batch.next_offset() <= offset {
+                    continue;
+                }
+                if !batch.is_control() {
+                    records.extend(self.decode_batch(&batch, offset)?);
+                }
+                offset = batch.next_offset();
+            }
+            if offset == before {
+                // A batch larger than the fetch size cannot be: state records are small.
+                warn!(topic = %self.topic, offset, "no progress loading the mirror state; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        Ok(records)
+    }
+
+    fn decode_batch(&self, batch: &crate::protocol::batch::RawBatch, from: i64) -> Result<Vec<StateRecord>, StoreError> {
+        let corrupt = |offset, source| StoreError::Corrupt { topic: self.topic.clone(), offset, source };
+        let mut out = Vec::new();
+        let records = batch.records().map_err(|_| corrupt(batch.base_offset(), DecodeError::InvalidValue { field: "records", value: 0 }))?;
+        for record in records {
+            let record = record.map_err(|_| corrupt(batch.base_offset(), DecodeError::InvalidValue { field: "record", value: 0 }))?;
+            let offset = batch.record_offset(&record);
+            if offset < from {
+                continue;
+            }
+            let Some(key) = record.key.as_deref() else { continue };
+            out.push(StateRecord::decode(key, record.value.as_deref()).map_err(|e| corrupt(offset, e))?);
+        }
+        Ok(out)
+    }
+
+    /// Appends `record` and returns once the destination has it (acks=all).
+    ///
+    /// # Errors
+    /// [`StoreError::Destination`] when the write keeps failing past the backoff deadline.
+    pub async fn write(&self, record: &StateRecord) -> Result<(), StoreError> {
+        let _serialised = self.write_lock.lock().await;
+        let bytes = BatchBuilder::new()
+            .with_base_timestamp(now_ms())
+            .with_record(Record { key: Some(record.encode_key()), value: record.encode_value(), ..Record::default() })
+            .build()
+            .expect("invariant: a one-record uncompressed batch encodes");
+        let options = ProduceOptions { timeout: WRITE_TIMEOUT, ..ProduceOptions::default() };
+        let mut backoff = Backoff::new(&self.backoff);
+        loop {
+            match self.destination.produce(&self.topic, 0, bytes.clone(), &options).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.is_retriable() || e.is_ambiguous() => match backoff.next_delay() {
+                    Some(delay) => {
+                        debug!(topic = %self.topic, error = %e, ?delay, "state write failed; retrying");
+                        tokio::time::sleep(delay).await;
+                        let _ = self.destination.refresh_metadata(&[&self.topic]).await;
+                    }
+                    None => return Err(self.fail("Produce")(e)),
+                },
+                Err(e) => return Err(self.fail("Produce")(e)),
+            }
+        }
+    }
+
+    /// The topic's name.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+}
+
+/// Decodes the records of a `__mirror_state` log segment file (as found in a broker's data
+/// directory): for `kafka-mirrors --dump-state`. Returns `(offset, record or error)` per record and
+/// stops at a truncated tail.
+pub fn decode_segment(bytes: bytes::Bytes) -> Vec<(i64, Result<StateRecord, DecodeError>)> {
+    let mut out = Vec::new();
+    for batch in RecordBatches::new(bytes) {
+        let Ok(batch) = batch else { break };
+        if batch.is_control() {
+            continue;
+        }
+        let Ok(records) = batch.records() else {
+            out.push((batch.base_offset(), Err(DecodeError::InvalidValue { field: "records", value: batch.base_offset() })));
+            continue;
+        };
+        for record in records {
+            match record {
+                Ok(r) => {
+                    let offset = batch.record_offset(&r);
+                    let decoded = match r.key.as_deref() {
+                        Some(key) => StateRecord::decode(key, r.value.as_deref()),
+                        None => Err(DecodeError::UnexpectedNull { field: "key" }),
+                    };
+                    out.push((offset, decoded));
+                }
+                Err(_) => {
+                    out.push((batch.base_offset(), Err(DecodeError::InvalidValue { field: "record", value: batch.base_offset() })));
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mirror::PartitionState;
+    use crate::mirror::records::PartitionRecord;
+
+    #[test]
+    fn segments_decode_record_by_record() {
+        let records = [
+            StateRecord::Mirror { name: "dr".to_owned(), value: None },
+            StateRecord::Partition {
+                topic: "orders".to_owned(),
+                partition: 3,
+                value: Some(PartitionRecord { mirror: "dr".to_owned(), state: PartitionState::Mirroring, retry_attempt: 0, updated_ms: 5 }),
+            },
+        ];
+        let mut segment = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            let batch = BatchBuilder::new()
+                .with_base_offset(i as i64 * 10)
+                .with_record(Record { key: Some(r.encode_key()), value: r.encode_value(), ..Record::default() })
+                .build()
+                .unwrap();
+            segment.extend_from_slice(&batch);
+        }
+        // A truncated tail (a segment being written) is ignored.
+        segment.extend_from_slice(&[0, 0, 0]);
+        let decoded = decode_segment(bytes::Bytes::from(segment));
+        assert_eq!(decoded.len(), 2);
+        assert_eq!(decoded[0], (0, Ok(records[0].clone())));
+        assert_eq!(decoded[1], (10, Ok(records[1].clone())));
+    }
+}
