@@ -15,11 +15,11 @@ use super::MirrorApiKey;
 use super::wire::{DecodeError, Field, Reader, Writer, flexible_struct};
 
 /// A request body, with its api key and response type.
-pub trait MirrorRequest: Field + std::fmt::Debug + Clone + PartialEq {
+pub trait MirrorRequest: Field + std::fmt::Debug + Clone + PartialEq + Send + Sync {
     /// The api this request belongs to.
     const API_KEY: MirrorApiKey;
     /// The response body type.
-    type Response: Field + std::fmt::Debug + Clone + PartialEq;
+    type Response: Field + std::fmt::Debug + Clone + PartialEq + Send;
 }
 
 /// Encodes a body (request or response) at `version`.
