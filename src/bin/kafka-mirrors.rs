@@ -1,19 +1,483 @@
-//! `kafka-mirrors`: the operator's command line for mirrors (create, add topics, describe, stop, …).
-//! Only prints its usage for now; the commands come with issue 6.
+//! `kafka-mirrors`: the operator's command line for mirrors (spec §8), with the options and output
+//! of the proposal's `kafka-mirrors.sh`. It talks the mirror APIs to a kafka-mirror-proxy (or any
+//! server of them) at `--bootstrap-server`; `--dump-state` decodes `__mirror_state` log segments
+//! offline.
+//!
+//! Output goes to stdout; on any error one line `Error: …` goes to stderr and the exit status is 1.
 
-use clap::Parser;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
 
-/// Manage Cluster Mirroring through a kafka-mirror-proxy.
+use clap::{ArgGroup, Parser};
+use kafka_mirror_proxy::admin::{AdminClientError, MirrorAdminClient};
+use kafka_mirror_proxy::mirror::records::StateRecord;
+use kafka_mirror_proxy::mirror::settings::parse_properties;
+use kafka_mirror_proxy::mirror::store::decode_segment;
+use kafka_mirror_proxy::protocol::mirror::{
+    ALTER_OP_DELETE, ALTER_OP_SET, AddTopicsToMirrorRequest, AlterMirrorConfigsRequest, AlterableConfig, CreateMirrorRequest,
+    DeleteMirrorRequest, DescribeMirrorConfigsRequest, DescribeMirrorsRequest, ListMirrorsRequest, MirrorConfig, MirrorErrorCode,
+    PauseMirrorTopicsRequest, RemoveTopicsFromMirrorRequest, ResumeMirrorTopicsRequest, TopicsResponse,
+};
+
+/// This tool helps to create cluster mirrors and add topics to them.
 #[derive(Debug, Parser)]
-#[command(name = "kafka-mirrors", version)]
+#[command(name = "kafka-mirrors", version, about = "This tool helps to create cluster mirrors and add topics to them.")]
+#[command(group(ArgGroup::new("action").required(true).args([
+    "create", "delete", "add", "remove", "pause", "resume", "list", "describe", "alter", "describe_config", "dump_state",
+])))]
 struct Args {
-    /// The proxy's bootstrap address (host:port).
-    #[arg(long, value_name = "HOST:PORT")]
+    /// REQUIRED (except with --dump-state): the kafka-mirror-proxy to connect to (host:port[,host:port…]).
+    #[arg(long, value_name = "String: server to connect to")]
     bootstrap_server: Option<String>,
+    /// Property file containing configs for the connection to the proxy.
+    #[arg(long, value_name = "String: command config property file")]
+    command_config: Option<String>,
+    /// Create a new cluster mirror from a source cluster.
+    #[arg(long)]
+    create: bool,
+    /// Delete a cluster mirror (all its topics must be removed first).
+    #[arg(long)]
+    delete: bool,
+    /// Add topic(s) to an existing cluster mirror (supports regex).
+    #[arg(long)]
+    add: bool,
+    /// Remove topic(s) from an existing cluster mirror (supports regex): failover, the topics become writable.
+    #[arg(long)]
+    remove: bool,
+    /// Pause mirroring for topic(s) matching the pattern (supports regex).
+    #[arg(long)]
+    pause: bool,
+    /// Resume mirroring for previously paused topic(s) matching the pattern (supports regex).
+    #[arg(long)]
+    resume: bool,
+    /// List all cluster mirrors.
+    #[arg(long)]
+    list: bool,
+    /// Describe cluster mirrors including partition lag and state (all, or --mirror).
+    #[arg(long)]
+    describe: bool,
+    /// Alter the configuration of an existing cluster mirror (--mirror-config sets, --delete-config removes).
+    #[arg(long)]
+    alter: bool,
+    /// Show the configuration of a cluster mirror (secrets hidden).
+    #[arg(long)]
+    describe_config: bool,
+    /// Decode __mirror_state log segment files (with --files).
+    #[arg(long)]
+    dump_state: bool,
+    /// The name of the cluster mirror.
+    #[arg(long, value_name = "String: mirror")]
+    mirror: Option<String>,
+    /// Property file containing source cluster configs for mirroring.
+    #[arg(long, value_name = "String: mirror config property file")]
+    mirror_config: Option<String>,
+    /// Setting to remove with --alter (repeatable).
+    #[arg(long, value_name = "String: config name")]
+    delete_config: Vec<String>,
+    /// Topic name or regex pattern to match topics (e.g. 'my-topic' or 'test-.*'); repeatable, or comma-separated.
+    #[arg(long, value_name = "String: topic")]
+    topic: Vec<String>,
+    /// Regex of topics to leave out (with --add; repeatable, or comma-separated).
+    #[arg(long, value_name = "String: topic")]
+    exclude: Vec<String>,
+    /// Print --list and --describe as JSON.
+    #[arg(long)]
+    json: bool,
+    /// With --describe: only FAILED partitions, with their retry count and reason.
+    #[arg(long)]
+    failed: bool,
+    /// With --dump-state: the segment files (…/__mirror_state-0/00000000000000000000.log).
+    #[arg(long, value_name = "String: file", num_args = 1..)]
+    files: Vec<String>,
+    /// Time to wait for the proxy, per request (ms). Removing waits for STOPPED up to the proxy's limit.
+    #[arg(long, default_value_t = 60_000)]
+    timeout_ms: u64,
 }
 
-fn main() -> std::process::ExitCode {
-    let _args = Args::parse();
-    let _ = <Args as clap::CommandFactory>::command().print_help();
-    std::process::ExitCode::SUCCESS
+/// What went wrong, as one line.
+#[derive(Debug)]
+struct CliError(String);
+
+impl From<AdminClientError> for CliError {
+    fn from(e: AdminClientError) -> Self {
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        Self(message)
+    }
+}
+
+fn fail<T>(message: impl Into<String>) -> Result<T, CliError> {
+    Err(CliError(message.into()))
+}
+
+fn check(code: i16, message: Option<String>) -> Result<(), CliError> {
+    if code == 0 {
+        return Ok(());
+    }
+    let name = MirrorErrorCode::from_code(code);
+    fail(format!("{} ({name})", message.unwrap_or_else(|| name.to_string())))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return report(&CliError(format!("cannot start: {e}"))),
+    };
+    match runtime.block_on(run(&args)) {
+        Ok(lines) => {
+            let mut out = std::io::stdout().lock();
+            for line in lines {
+                let _ = writeln!(out, "{line}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => report(&e),
+    }
+}
+
+fn report(e: &CliError) -> ExitCode {
+    let _ = writeln!(std::io::stderr().lock(), "Error: {}", e.0);
+    ExitCode::FAILURE
+}
+
+fn require<'a>(value: &'a Option<String>, option: &str, action: &str) -> Result<&'a str, CliError> {
+    value.as_deref().ok_or_else(|| CliError(format!("{action} needs {option}")))
+}
+
+fn read_properties(path: &str) -> Result<BTreeMap<String, String>, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CliError(format!("cannot read {path}: {e}")))?;
+    parse_properties(&text).map_err(|e| CliError(format!("{path}: {e}")))
+}
+
+fn split_patterns(values: &[String]) -> Vec<String> {
+    values.iter().flat_map(|v| v.split(',')).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+async fn run(args: &Args) -> Result<Vec<String>, CliError> {
+    if args.dump_state {
+        if args.files.is_empty() {
+            return fail("--dump-state needs --files");
+        }
+        return dump_state(&args.files);
+    }
+    let bootstrap = require(&args.bootstrap_server, "--bootstrap-server", "this command")?;
+    if let Some(path) = &args.command_config {
+        let props = read_properties(path)?;
+        if let Some(p) = props.get("security.protocol").filter(|p| !p.eq_ignore_ascii_case("PLAINTEXT")) {
+            return fail(format!("{path}: security.protocol={p} is not supported by kafka-mirrors yet (PLAINTEXT only)"));
+        }
+    }
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let mut client = MirrorAdminClient::connect(bootstrap, timeout).await?;
+    let topics = split_patterns(&args.topic);
+    let action = |name: &str| format!("--{name}");
+    if args.create {
+        let mirror = require(&args.mirror, "--mirror", &action("create"))?;
+        let path = require(&args.mirror_config, "--mirror-config", &action("create"))?;
+        let configs = read_properties(path)?.into_iter().map(|(name, value)| MirrorConfig { name, value: Some(value) }).collect();
+        let r = client.send(&CreateMirrorRequest { mirror_name: mirror.to_owned(), configs, validate_only: false }).await?;
+        check(r.error_code, r.error_message)?;
+        return Ok(vec![format!("Created mirror {mirror}")]);
+    }
+    if args.delete {
+        let mirror = require(&args.mirror, "--mirror", &action("delete"))?;
+        let r = client.send(&DeleteMirrorRequest { mirror_name: mirror.to_owned() }).await?;
+        check(r.error_code, r.error_message)?;
+        return Ok(vec![format!("Deleted mirror {mirror}")]);
+    }
+    if args.alter {
+        let mirror = require(&args.mirror, "--mirror", &action("alter"))?;
+        let mut configs: Vec<AlterableConfig> = match &args.mirror_config {
+            Some(path) => read_properties(path)?.into_iter().map(|(name, value)| AlterableConfig { name, op: ALTER_OP_SET, value: Some(value) }).collect(),
+            None => Vec::new(),
+        };
+        configs.extend(args.delete_config.iter().map(|name| AlterableConfig { name: name.clone(), op: ALTER_OP_DELETE, value: None }));
+        if configs.is_empty() {
+            return fail("--alter needs --mirror-config or --delete-config");
+        }
+        let r = client.send(&AlterMirrorConfigsRequest { mirror_name: mirror.to_owned(), configs, validate_only: false }).await?;
+        check(r.error_code, r.error_message)?;
+        return Ok(vec![format!("Completed updating config for mirror {mirror}.")]);
+    }
+    if args.describe_config {
+        let mirror = require(&args.mirror, "--mirror", &action("describe-config"))?;
+        let r = client.send(&DescribeMirrorConfigsRequest { mirror_name: mirror.to_owned() }).await?;
+        check(r.error_code, r.error_message)?;
+        return Ok(r.configs.into_iter().map(|c| format!("{}={}", c.name, if c.is_sensitive { "[hidden]".to_owned() } else { c.value.unwrap_or_default() })).collect());
+    }
+    if args.add || args.remove || args.pause || args.resume {
+        let verb = if args.add { "add" } else if args.remove { "remove" } else if args.pause { "pause" } else { "resume" };
+        let mirror = require(&args.mirror, "--mirror", &action(verb))?.to_owned();
+        if topics.is_empty() {
+            return fail(format!("--{verb} needs --topic"));
+        }
+        let response = if args.add {
+            client.send(&AddTopicsToMirrorRequest { mirror_name: mirror.clone(), topics, exclude: split_patterns(&args.exclude) }).await?
+        } else if args.remove {
+            client.send(&RemoveTopicsFromMirrorRequest { mirror_name: mirror.clone(), topics }).await?
+        } else if args.pause {
+            client.send(&PauseMirrorTopicsRequest { mirror_name: mirror.clone(), topics }).await?
+        } else {
+            client.send(&ResumeMirrorTopicsRequest { mirror_name: mirror.clone(), topics }).await?
+        };
+        return topics_outcome(verb, &mirror, response);
+    }
+    if args.list {
+        let r = client.send(&ListMirrorsRequest { include_topic_names: args.json }).await?;
+        check(r.error_code, r.error_message)?;
+        if args.json {
+            let items: Vec<String> = r
+                .mirrors
+                .iter()
+                .map(|m| {
+                    let topics: Vec<String> = m.topic_names.iter().flatten().map(|t| json_str(t)).collect();
+                    format!(
+                        "{{\"mirror\":{},\"topics\":{},\"topicNames\":[{}],\"clusterId\":{},\"bootstrapServer\":{}}}",
+                        json_str(&m.mirror_name),
+                        m.topic_count,
+                        topics.join(","),
+                        json_str(&m.source_cluster_id),
+                        json_str(&m.source_bootstrap)
+                    )
+                })
+                .collect();
+            return Ok(vec![format!("[{}]", items.join(","))]);
+        }
+        let rows = r
+            .mirrors
+            .iter()
+            .map(|m| vec![m.mirror_name.clone(), m.topic_count.to_string(), m.source_cluster_id.clone(), m.source_bootstrap.clone()])
+            .collect();
+        return Ok(table(&["MIRROR", "TOPICS", "CLUSTER-ID", "BOOTSTRAP-SERVER"], rows));
+    }
+    // --describe
+    let r = client.send(&DescribeMirrorsRequest { mirror_names: args.mirror.clone().map(|m| vec![m]) }).await?;
+    check(r.error_code, r.error_message)?;
+    for m in &r.mirrors {
+        check(m.error_code, m.error_message.clone())?;
+    }
+    let mut rows = Vec::new();
+    let mut json = Vec::new();
+    for m in &r.mirrors {
+        for t in &m.topics {
+            for p in &t.partitions {
+                if args.failed && p.state != "FAILED" {
+                    continue;
+                }
+                if args.json {
+                    json.push(format!(
+                        "{{\"mirror\":{},\"topic\":{},\"partition\":{},\"sourceOffset\":{},\"destinationOffset\":{},\"lag\":{},\"state\":{},\"retryAttempt\":{},\"errorMessage\":{}}}",
+                        json_str(&m.mirror_name),
+                        json_str(&t.topic_name),
+                        p.partition_index,
+                        p.source_offset,
+                        p.destination_offset,
+                        p.lag,
+                        json_str(&p.state),
+                        p.retry_attempt,
+                        p.error_message.as_deref().map_or_else(|| "null".to_owned(), json_str)
+                    ));
+                } else if args.failed {
+                    let retry = if p.retry_attempt < 0 { "NonRetryable".to_owned() } else { p.retry_attempt.to_string() };
+                    rows.push(vec![
+                        m.mirror_name.clone(),
+                        t.topic_name.clone(),
+                        p.partition_index.to_string(),
+                        retry,
+                        p.error_message.clone().unwrap_or_default(),
+                    ]);
+                } else {
+                    let dash = |v: i64| if v < 0 { "-".to_owned() } else { v.to_string() };
+                    rows.push(vec![
+                        m.mirror_name.clone(),
+                        t.topic_name.clone(),
+                        p.partition_index.to_string(),
+                        dash(p.source_offset),
+                        dash(p.destination_offset),
+                        dash(p.lag),
+                        p.state.clone(),
+                    ]);
+                }
+            }
+        }
+    }
+    if args.json {
+        return Ok(vec![format!("[{}]", json.join(","))]);
+    }
+    if args.failed {
+        return Ok(table(&["MIRROR", "TOPIC", "PARTITION", "RETRY", "ERROR"], rows));
+    }
+    Ok(table(&["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"], rows))
+}
+
+/// The summary line of add/remove/pause/resume, or the first per-topic error.
+fn topics_outcome(verb: &str, mirror: &str, r: TopicsResponse) -> Result<Vec<String>, CliError> {
+    check(r.error_code, r.error_message)?;
+    let done: Vec<&str> = r.topics.iter().filter(|t| t.error_code == 0).map(|t| t.topic_name.as_str()).collect();
+    let n = done.len();
+    let list = done.join(", ");
+    let mut lines = Vec::new();
+    if n > 0 || r.topics.is_empty() {
+        lines.push(match verb {
+            "add" => format!("Added {n} topic(s) to mirror {mirror}: [{list}]"),
+            "remove" => format!("Removed {n} topic(s) from mirror {mirror}: [{list}]"),
+            "pause" => format!("Paused mirroring for {n} topic(s) in mirror {mirror}: [{list}]"),
+            _ => format!("Resumed mirroring for {n} topic(s) in mirror {mirror}: [{list}]"),
+        });
+    }
+    if let Some(bad) = r.topics.iter().find(|t| t.error_code != 0) {
+        // The successes are printed before the error line.
+        let mut out = std::io::stdout().lock();
+        for line in &lines {
+            let _ = writeln!(out, "{line}");
+        }
+        let others = r.topics.iter().filter(|t| t.error_code != 0).count() - 1;
+        let more = if others > 0 { format!(" (and {others} more topic error(s))") } else { String::new() };
+        check(bad.error_code, bad.error_message.clone().map(|m| format!("{m}{more}")))?;
+    }
+    Ok(lines)
+}
+
+/// Left-aligned columns, each as wide as its widest cell, separated by spaces.
+fn table(headers: &[&str], rows: Vec<Vec<String>>) -> Vec<String> {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}  ", w = *w));
+            }
+        }
+        s
+    };
+    let mut out = vec![line(headers.to_vec())];
+    out.extend(rows.iter().map(|r| line(r.iter().map(String::as_str).collect())));
+    out
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `--dump-state`: every record of each segment, key and payload as JSON (secrets as their size).
+fn dump_state(files: &[String]) -> Result<Vec<String>, CliError> {
+    let mut lines = Vec::new();
+    for path in files {
+        let bytes = std::fs::read(path).map_err(|e| CliError(format!("cannot read {path}: {e}")))?;
+        lines.push(format!("Dumping {path}"));
+        for (offset, record) in decode_segment(bytes.into()) {
+            match record {
+                Ok(r) => lines.push(format!("| offset: {offset} key: {} payload: {}", key_json(&r), payload_json(&r))),
+                Err(e) => lines.push(format!("| offset: {offset} undecodable: {e}")),
+            }
+        }
+    }
+    Ok(lines)
+}
+
+fn key_json(r: &StateRecord) -> String {
+    match r {
+        StateRecord::Mirror { name, .. } => format!("{{\"type\":\"mirror\",\"mirror\":{}}}", json_str(name)),
+        StateRecord::Topic { topic, .. } => format!("{{\"type\":\"topic\",\"topic\":{}}}", json_str(topic)),
+        StateRecord::Partition { topic, partition, .. } => {
+            format!("{{\"type\":\"partition\",\"topic\":{},\"partition\":{partition}}}", json_str(topic))
+        }
+    }
+}
+
+fn payload_json(r: &StateRecord) -> String {
+    match r {
+        StateRecord::Mirror { value: Some(d), .. } => {
+            let configs: Vec<String> = d
+                .configs
+                .iter()
+                .map(|c| match (&c.value, &c.sealed) {
+                    (Some(v), _) => format!("{}:{}", json_str(&c.name), json_str(v)),
+                    (None, Some(s)) => format!("{}:{}", json_str(&c.name), json_str(&format!("[sealed, {} bytes]", s.len()))),
+                    (None, None) => format!("{}:null", json_str(&c.name)),
+                })
+                .collect();
+            format!(
+                "{{\"version\":0,\"configs\":{{{}}},\"sourceClusterId\":{},\"createdMs\":{}}}",
+                configs.join(","),
+                json_str(&d.source_cluster_id),
+                d.created_ms
+            )
+        }
+        StateRecord::Topic { value: Some(t), .. } => format!(
+            "{{\"version\":0,\"mirror\":{},\"sourceTopicId\":\"{}\",\"partitions\":{},\"goal\":\"{}\",\"updatedMs\":{}}}",
+            json_str(&t.mirror),
+            t.source_topic_id,
+            t.partitions,
+            t.goal.name(),
+            t.updated_ms
+        ),
+        StateRecord::Partition { value: Some(p), .. } => {
+            let reason = match &p.state {
+                kafka_mirror_proxy::mirror::PartitionState::Failed { reason } => json_str(reason),
+                _ => "null".to_owned(),
+            };
+            format!(
+                "{{\"version\":0,\"mirror\":{},\"state\":\"{}\",\"reason\":{reason},\"retryAttempt\":{},\"updatedMs\":{}}}",
+                json_str(&p.mirror),
+                p.state.name(),
+                p.retry_attempt,
+                p.updated_ms
+            )
+        }
+        _ => "null".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_are_aligned() {
+        let lines = table(&["MIRROR", "TOPICS"], vec![vec!["a-long-mirror".to_owned(), "2".to_owned()], vec!["b".to_owned(), "10".to_owned()]]);
+        assert_eq!(lines, ["MIRROR         TOPICS", "a-long-mirror  2", "b              10"]);
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_str("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
+    }
+
+    #[test]
+    fn options_parse() {
+        let args = Args::try_parse_from(["kafka-mirrors", "--bootstrap-server", "h:1", "--add", "--mirror", "m", "--topic", "a,b", "--topic", "c"]).unwrap();
+        assert_eq!(split_patterns(&args.topic), ["a", "b", "c"]);
+        assert!(Args::try_parse_from(["kafka-mirrors", "--bootstrap-server", "h:1"]).is_err(), "an action is required");
+        assert!(Args::try_parse_from(["kafka-mirrors", "--list", "--describe"]).is_err(), "one action only");
+    }
 }
