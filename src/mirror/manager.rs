@@ -765,8 +765,9 @@ impl MirrorManager {
         })
     }
 
-    /// Stops every runner (copying stops; nothing is written) and waits for them.
-    pub async fn shutdown(self) {
+    /// Stops every runner (copying stops; nothing is written) and waits for them. The manager
+    /// serves nothing afterwards.
+    pub async fn shutdown(&self) {
         self.shared.cancel.cancel();
         self.shared.tasks.close();
         self.shared.tasks.wait().await;
