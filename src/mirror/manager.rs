@@ -1,5 +1,5 @@
 //! The [`MirrorManager`]: owns the mirrors of one destination cluster, validates and applies the
-//! admin operations, keeps `__mirror_state` and drives one [`super::runner`] task per mirror topic.
+//! admin operations, keeps `__mirror_state` and drives one `runner` task per mirror topic.
 //!
 //! Every operation follows the same order (spec §6, "every transition is recorded before it takes
 //! effect"):
