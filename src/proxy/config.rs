@@ -244,6 +244,9 @@ fn join(problems: &[ConfigProblem]) -> String {
     problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
+/// Prefixes of the environment variables read as configuration: `KMP_` + a top-level section + `__`.
+const ENV_SECTIONS: &[&str] = &["KMP_PROXY__", "KMP_DESTINATION__", "KMP_ADMIN__", "KMP_POLICY__"];
+
 /// Where configuration comes from: a YAML file or text, and environment variables as a map.
 #[derive(Debug, Default, Clone)]
 pub struct ConfigSource {
@@ -288,10 +291,12 @@ impl ConfigSource {
             }
             builder = builder.add_source(config::File::from(file.as_path()).format(config::FileFormat::Yaml));
         }
+        // Only KMP_<SECTION>__… variables: other KMP_* names (the test harness's KMP_DEST_BOOTSTRAP,
+        // KMP_PYTHON, …) are not configuration keys and must not be read as unknown ones.
         let env: config::Map<String, String> = self
             .env
             .iter()
-            .filter(|(k, _)| k.starts_with("KMP_"))
+            .filter(|(k, _)| ENV_SECTIONS.iter().any(|s| k.starts_with(s)))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         builder = builder.add_source(
@@ -626,6 +631,7 @@ mod tests {
                 ("KMP_DESTINATION__BOOTSTRAP_SERVERS", "127.0.0.1:1111,127.0.0.1:2222"),
                 ("KMP_PROXY__MAX_IN_FLIGHT_PER_CONNECTION", "7"),
                 ("OTHER_PROXY__LISTEN", "ignored"),
+                ("KMP_DEST_BOOTSTRAP", "not a configuration key"),
             ],
         )
         .unwrap();

@@ -225,7 +225,10 @@ impl Decoded {
             Self::Metadata(r) => r.brokers.iter_mut().for_each(|b| set(map, b.node_id.0, &mut b.host, &mut b.port)),
             Self::FindCoordinator(r) => {
                 r.coordinators.iter_mut().for_each(|c| set(map, c.node_id.0, &mut c.host, &mut c.port));
-                set(map, r.node_id.0, &mut r.host, &mut r.port);
+                // v0–3 only: from v4 the top-level fields are absent (empty host) and must stay unset.
+                if !r.host.is_empty() {
+                    set(map, r.node_id.0, &mut r.host, &mut r.port);
+                }
             }
             Self::DescribeCluster(r) if r.endpoint_type != 2 => {
                 r.brokers.iter_mut().for_each(|b| set(map, b.broker_id.0, &mut b.host, &mut b.port))
@@ -344,7 +347,11 @@ mod tests {
             }
             let mut d = Decoded::FindCoordinator(response);
             assert_eq!(d.broker_endpoints(), vec![(3, "b3".to_owned(), 1)]);
-            d.apply_endpoints(&HashMap::from([(3, Endpoint { host: "p".to_owned(), port: 2 })]));
+            // Node 0 is also the default of the absent v4+ top-level node_id.
+            d.apply_endpoints(&HashMap::from([
+                (3, Endpoint { host: "p".to_owned(), port: 2 }),
+                (0, Endpoint { host: "zero".to_owned(), port: 9 }),
+            ]));
             assert_eq!(d.broker_endpoints(), vec![(3, "p".to_owned(), 2)]);
             d.encode(ApiKey::FindCoordinator, v, 1).unwrap();
         }

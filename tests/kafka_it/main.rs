@@ -5,4 +5,5 @@
 
 mod client;
 mod common;
+mod proxy;
 mod replicator;
