@@ -15,21 +15,26 @@
 //! topic and partition, not position). A request whose entries are all refused never reaches a broker.
 //!
 //! # The error code
-//! Kafka 4.4 has no "read-only topic" code (the proposal's READ_ONLY_TOPIC is not in Apache Kafka),
-//! so an existing non-retriable code is used; `policy.refusal_error_code` changes it. Measured with
-//! `proxy::refusal_error_codes_as_clients_see_them` (tests/kafka_it/proxy.rs), one producer per code
-//! sending one record to a mirror topic through the proxy:
+//! Kafka 4.4 has no "read-only topic" code (the proposal's READ_ONLY_TOPIC is not in Apache Kafka;
+//! a client would report an unknown code as UNKNOWN_SERVER_ERROR), so an existing non-retriable code
+//! is used; `policy.refusal_error_code` changes it. Measured by
+//! `proxy::refusal_error_codes_as_clients_see_them` (tests/kafka_it/proxy.rs, run with
+//! `--nocapture` to print the table): one idempotent producer per code sends one record to a mirror
+//! topic through the proxy, Kafka 4.4.0 broker and Java client, confluent-kafka 2.16 (librdkafka
+//! 2.16.0). Times are from process start (the JVM needs about 1 s before it sends anything).
 //!
-//! | code                            | Java producer 4.4                      | librdkafka 2.x (confluent-kafka) |
-//! |---------------------------------|----------------------------------------|----------------------------------|
-//! | 44 POLICY_VIOLATION             | fails at once, PolicyViolationException with our message | fails at once, `POLICY_VIOLATION`, our message shown |
-//! | 29 TOPIC_AUTHORIZATION_FAILED   | fails at once, message replaced by "Not authorized to access topics: [t]" | fails at once, generic text |
-//! | 17 INVALID_TOPIC_EXCEPTION      | fails at once, InvalidTopicException with our message | fails at once |
-//! | 87 INVALID_RECORD               | fails at once, InvalidRecordException with our message | fails at once |
+//! | code                          | Java producer                                                   | librdkafka                                  |
+//! |-------------------------------|-----------------------------------------------------------------|---------------------------------------------|
+//! | 44 POLICY_VIOLATION           | 1.2 s, `PolicyViolationException: <our message>`                | 0.5 s, `POLICY_VIOLATION` "Broker: Policy violation", not retriable |
+//! | 29 TOPIC_AUTHORIZATION_FAILED | 1.3 s, `TopicAuthorizationException: Not authorized to access topics: [t]` (message replaced) | 0.5 s, not retriable |
+//! | 17 INVALID_TOPIC_EXCEPTION    | 1.4 s, `InvalidTopicException: <our message>`                   | 0.5 s, `TOPIC_EXCEPTION`, not retriable     |
+//! | 87 INVALID_RECORD             | 1.2 s, `InvalidRecordException: <our message>`                  | 0.5 s, `INVALID_RECORD`, not retriable      |
+//! | -1 UNKNOWN_SERVER_ERROR       | 1.5 s, `UnknownServerException: <our message>`                  | 0.5 s, `UNKNOWN`, not retriable             |
 //!
-//! POLICY_VIOLATION is the default: non-retriable everywhere, the message reaches the application,
-//! and its meaning ("the cluster's policy refuses this") is the truth. The measured figures in the
-//! table are refreshed by that test, which prints them.
+//! All fail fast and none is retried. librdkafka never shows the broker's per-partition message
+//! (it reports the code's generic text), so the code's own meaning matters there: POLICY_VIOLATION
+//! ("the cluster's policy refuses this") is the one that tells the truth without the message, and the
+//! Java client shows the message with it. franz-go and KafkaJS: see `tests/interop/`.
 
 use std::sync::Arc;
 

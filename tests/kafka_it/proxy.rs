@@ -600,3 +600,48 @@ async fn the_binary_serves_and_drains_on_sigterm() {
     assert!(!stderr.contains(" ERROR "), "{stderr}");
     drop(idle);
 }
+
+/// How each candidate refusal code looks to the Java producer and to librdkafka (the measurement
+/// behind `policy.refusal_error_code`'s default, documented in `src/proxy/policy.rs`). Prints one row
+/// per code; asserts that the default, POLICY_VIOLATION, fails fast and non-retriably in both and
+/// that the Java producer shows our message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::print_stderr, reason = "the measurement table is the point of this test")]
+async fn refusal_error_codes_as_clients_see_them() {
+    let java = java_client();
+    let topic = unique_name("proxy-codes");
+    {
+        let (b, t) = (destination().bootstrap(), topic.clone());
+        blocking(move || java.create_topic(&b, &t, 1, 1, &[])).await.expect("create");
+    }
+    let mut rows = Vec::new();
+    for code in [44i16, 29, 17, 87, -1] {
+        let p = TestProxy::start_with(|s| s.refusal_error_code = code).await;
+        p.mirror(&topic);
+        let (b, t) = (p.bootstrap(), topic.clone());
+        let started = Instant::now();
+        let java_result = blocking(move || {
+            let opts = JavaProduceOptions { idempotent: true, props: vec![("delivery.timeout.ms".into(), "20000".into())], ..Default::default() };
+            java.produce(&b, &t, &opts, &records(1, 1, "code"))
+        })
+        .await;
+        let java_ms = started.elapsed().as_millis();
+        let java_text = match &java_result {
+            Ok(_) => "accepted?!".to_owned(),
+            Err(e) => e.to_string().lines().find(|l| l.starts_with("error:")).unwrap_or("no error line").trim_start_matches("error: ").to_owned(),
+        };
+        let (b, t) = (p.bootstrap(), topic.clone());
+        let rd = blocking(move || librdkafka_produce(&b, &t, &["--idempotent", "--timeout-ms", "20000"])).await;
+        let rd_err = rd.iter().find(|l| l.get("error").is_some()).cloned().unwrap_or(Value::Null);
+        eprintln!(
+            "refusal code {code:>3}: java {java_ms:>5} ms: {java_text} | librdkafka {} ms: {} {} (retriable {}, fatal {})",
+            rd_err["elapsed_ms"], rd_err["error"], rd_err["message"], rd_err["retriable"], rd_err["fatal"]
+        );
+        rows.push((code, java_ms, java_text, rd_err));
+    }
+    let (_, java_ms, java_text, rd) = &rows[0];
+    assert!(*java_ms < 15_000 && java_text.contains("PolicyViolationException") && java_text.contains("dr-mirror"), "{java_text}");
+    assert_eq!(rd["error"], "POLICY_VIOLATION");
+    assert_eq!(rd["retriable"], false);
+    assert!(rd["elapsed_ms"].as_i64().unwrap() < 10_000);
+}
