@@ -34,7 +34,12 @@
 //! All fail fast and none is retried. librdkafka never shows the broker's per-partition message
 //! (it reports the code's generic text), so the code's own meaning matters there: POLICY_VIOLATION
 //! ("the cluster's policy refuses this") is the one that tells the truth without the message, and the
-//! Java client shows the message with it. franz-go and KafkaJS: see `tests/interop/`.
+//! Java client shows the message with it.
+//!
+//! franz-go 1.22 and KafkaJS 2.2.4 with POLICY_VIOLATION (`proxy::franz_go_through_the_proxy`,
+//! `proxy::kafkajs_through_the_proxy`, with `--nocapture`): both fail the send at once (23 ms and
+//! 5 ms), non-retriable, with the code's generic text ("Request parameters do not satisfy the
+//! configured policy"); like librdkafka they do not surface the per-partition message.
 
 use std::sync::Arc;
 

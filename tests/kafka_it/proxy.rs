@@ -645,3 +645,83 @@ async fn refusal_error_codes_as_clients_see_them() {
     assert_eq!(rd["retriable"], false);
     assert!(rd["elapsed_ms"].as_i64().unwrap() < 10_000);
 }
+
+/// Checks the JSON lines of an interop program (tests/interop/*): every step present, the brokers
+/// it saw are the proxy's, the mirror step failed fast and non-retriably. Returns the mirror step.
+fn check_interop_steps(client: &str, p: &TestProxy, stdout: &str, groups: &[&str]) -> Value {
+    let steps = json_lines(stdout);
+    let step = |name: &str| steps.iter().find(|s| s["step"] == name).cloned().unwrap_or_else(|| panic!("{client}: no {name} step in {stdout}"));
+    let describe = step("describe");
+    assert_eq!(describe["partitions"], 2, "{client}: {describe}");
+    for b in describe["brokers"].as_array().expect("brokers") {
+        let advertised = format!("{}:{}", b["host"].as_str().unwrap(), b["port"]);
+        assert_eq!(Some(advertised), p.proxy.broker_endpoint(b["id"].as_i64().unwrap() as i32), "{client}: {b}");
+    }
+    assert_eq!(step("produce")["count"], 10, "{client}");
+    assert_eq!(step("transaction")["committed"], 5, "{client}");
+    for protocol in groups {
+        let g = steps.iter().find(|s| s["step"] == "group" && s["protocol"] == *protocol).unwrap_or_else(|| panic!("{client}: no {protocol} group step"));
+        assert!(g["records"].as_i64().unwrap() >= 15, "{client}: {g}");
+    }
+    let mirror = step("mirror");
+    assert_eq!(mirror["retriable"], false, "{client}: {mirror}");
+    assert!(mirror["elapsed_ms"].as_i64().unwrap() < 10_000, "{client}: {mirror}");
+    mirror
+}
+
+/// The topic and mirror topic for an interop run: the topic is created by the client, the mirror
+/// topic exists and is mirrored.
+async fn interop_topics(p: &TestProxy) -> (String, String) {
+    let (topic, mirrored) = (unique_name("proxy-interop"), unique_name("proxy-interop-m"));
+    let (b, m) = (p.bootstrap(), mirrored.clone());
+    let java = java_client();
+    blocking(move || java.create_topic(&b, &m, 1, 1, &[])).await.expect("create mirror topic");
+    p.mirror(&mirrored);
+    (topic, mirrored)
+}
+
+/// franz-go (tests/interop/franz-go): admin, idempotent and transactional produce, classic and
+/// KIP-848 consumer groups, and a refused produce to a mirror topic, all through the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::print_stderr, reason = "the client's view of a refusal, for the record")]
+async fn franz_go_through_the_proxy() {
+    let p = TestProxy::start().await;
+    let (topic, mirrored) = interop_topics(&p).await;
+    let dir = repo_root().unwrap().join("tests/interop/franz-go");
+    let mut cmd = Command::new("go");
+    cmd.current_dir(&dir).args(["run", "."]).args([
+        "-bootstrap", &p.bootstrap(), "-topic", &topic, "-mirror-topic", &mirrored,
+        "-txn-id", &unique_name("franz-txn"), "-group-prefix", &unique_name("franz-group"),
+    ]);
+    let (ok, stdout, stderr) = blocking(move || run(cmd, Duration::from_secs(400))).await;
+    assert!(ok, "franz-go failed (is Go installed? .ci/run downloads the modules):\n{stdout}\n{stderr}");
+    let mirror = check_interop_steps("franz-go", &p, &stdout, &["classic", "consumer"]);
+    assert_eq!(mirror["code"], 44, "{mirror}");
+    eprintln!("franz-go refusal: {mirror}");
+}
+
+/// KafkaJS (tests/interop/kafkajs): admin, idempotent and transactional produce, a classic consumer
+/// group (KafkaJS has no KIP-848), and a refused produce to a mirror topic, all through the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::print_stderr, reason = "the client's view of a refusal, for the record")]
+async fn kafkajs_through_the_proxy() {
+    let p = TestProxy::start().await;
+    let (topic, mirrored) = interop_topics(&p).await;
+    let dir = repo_root().unwrap().join("tests/interop/kafkajs");
+    if !dir.join("node_modules/kafkajs").is_dir() {
+        let mut npm = Command::new("npm");
+        npm.current_dir(&dir).args(["ci", "--no-audit", "--no-fund"]);
+        let (ok, stdout, stderr) = blocking(move || run(npm, Duration::from_secs(300))).await;
+        assert!(ok, "npm ci failed:\n{stdout}\n{stderr}");
+    }
+    let mut cmd = Command::new("node");
+    cmd.current_dir(&dir).arg("index.js").args([
+        "--bootstrap", &p.bootstrap(), "--topic", &topic, "--mirror-topic", &mirrored,
+        "--txn-id", &unique_name("kafkajs-txn"), "--group", &unique_name("kafkajs-group"),
+    ]);
+    let (ok, stdout, stderr) = blocking(move || run(cmd, Duration::from_secs(200))).await;
+    assert!(ok, "KafkaJS failed:\n{stdout}\n{stderr}");
+    let mirror = check_interop_steps("KafkaJS", &p, &stdout, &["classic"]);
+    assert_eq!(mirror["code"], "POLICY_VIOLATION", "{mirror}");
+    eprintln!("KafkaJS refusal: {mirror}");
+}
