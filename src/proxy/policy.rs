@@ -170,7 +170,7 @@ fn text(s: &str) -> Option<StrBytes> {
 
 impl Refusals {
     /// Adds the refused partitions to a Produce response (a fresh one if `base` is `None`).
-    pub(crate) fn into_produce_response(&self, base: Option<ProduceResponse>) -> ProduceResponse {
+    pub(crate) fn produce_response(&self, base: Option<ProduceResponse>) -> ProduceResponse {
         let mut response = base.unwrap_or_default();
         for e in &self.entries {
             let mut topic = produce_response::TopicProduceResponse::default();
@@ -192,7 +192,7 @@ impl Refusals {
     }
 
     /// Adds the refused partitions to a DeleteRecords response.
-    pub(crate) fn into_delete_records_response(&self, base: Option<DeleteRecordsResponse>) -> DeleteRecordsResponse {
+    pub(crate) fn delete_records_response(&self, base: Option<DeleteRecordsResponse>) -> DeleteRecordsResponse {
         let mut response = base.unwrap_or_default();
         for e in &self.entries {
             let mut topic = delete_records_response::DeleteRecordsTopicResult::default();
@@ -210,7 +210,7 @@ impl Refusals {
     }
 
     /// Adds the refused topics to a CreatePartitions response.
-    pub(crate) fn into_create_partitions_response(&self, base: Option<CreatePartitionsResponse>) -> CreatePartitionsResponse {
+    pub(crate) fn create_partitions_response(&self, base: Option<CreatePartitionsResponse>) -> CreatePartitionsResponse {
         let mut response = base.unwrap_or_default();
         for e in &self.entries {
             let mut r = create_partitions_response::CreatePartitionsTopicResult::default();
@@ -223,7 +223,7 @@ impl Refusals {
     }
 
     /// Adds the refused resources to an AlterConfigs response.
-    pub(crate) fn into_alter_configs_response(
+    pub(crate) fn alter_configs_response(
         &self,
         base: Option<kafka_protocol::messages::AlterConfigsResponse>,
     ) -> kafka_protocol::messages::AlterConfigsResponse {
@@ -240,7 +240,7 @@ impl Refusals {
     }
 
     /// Adds the refused resources to an IncrementalAlterConfigs response.
-    pub(crate) fn into_incremental_alter_configs_response(
+    pub(crate) fn incremental_alter_configs_response(
         &self,
         base: Option<IncrementalAlterConfigsResponse>,
     ) -> IncrementalAlterConfigsResponse {
@@ -281,7 +281,7 @@ mod tests {
         assert!(!refusals.nothing_left);
         assert_eq!(refusals.entries[0].partitions, vec![0, 1]);
         assert!(refusals.entries[0].message.contains("mirror 'dr' in state MIRRORING"), "{}", refusals.entries[0].message);
-        let response = refusals.into_produce_response(None);
+        let response = refusals.produce_response(None);
         assert_eq!(response.responses[0].partition_responses.len(), 2);
         assert_eq!(response.responses[0].partition_responses[1].error_code, 44);
     }

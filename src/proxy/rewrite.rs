@@ -150,12 +150,12 @@ impl Decoded {
     /// An empty response of `api_key` with the refusals filled in (nothing was forwarded).
     pub(crate) fn from_refusals(refusals: &Refusals) -> Option<Self> {
         Some(match refusals.api_key {
-            ApiKey::Produce => Self::Produce(refusals.into_produce_response(None)),
-            ApiKey::DeleteRecords => Self::DeleteRecords(refusals.into_delete_records_response(None)),
-            ApiKey::CreatePartitions => Self::CreatePartitions(refusals.into_create_partitions_response(None)),
-            ApiKey::AlterConfigs => Self::AlterConfigs(refusals.into_alter_configs_response(None)),
+            ApiKey::Produce => Self::Produce(refusals.produce_response(None)),
+            ApiKey::DeleteRecords => Self::DeleteRecords(refusals.delete_records_response(None)),
+            ApiKey::CreatePartitions => Self::CreatePartitions(refusals.create_partitions_response(None)),
+            ApiKey::AlterConfigs => Self::AlterConfigs(refusals.alter_configs_response(None)),
             ApiKey::IncrementalAlterConfigs => {
-                Self::IncrementalAlterConfigs(refusals.into_incremental_alter_configs_response(None))
+                Self::IncrementalAlterConfigs(refusals.incremental_alter_configs_response(None))
             }
             _ => return None,
         })
@@ -164,12 +164,12 @@ impl Decoded {
     /// Adds the refusals to this (broker) response.
     pub(crate) fn merge_refusals(self, refusals: &Refusals) -> Self {
         match self {
-            Self::Produce(r) => Self::Produce(refusals.into_produce_response(Some(r))),
-            Self::DeleteRecords(r) => Self::DeleteRecords(refusals.into_delete_records_response(Some(r))),
-            Self::CreatePartitions(r) => Self::CreatePartitions(refusals.into_create_partitions_response(Some(r))),
-            Self::AlterConfigs(r) => Self::AlterConfigs(refusals.into_alter_configs_response(Some(r))),
+            Self::Produce(r) => Self::Produce(refusals.produce_response(Some(r))),
+            Self::DeleteRecords(r) => Self::DeleteRecords(refusals.delete_records_response(Some(r))),
+            Self::CreatePartitions(r) => Self::CreatePartitions(refusals.create_partitions_response(Some(r))),
+            Self::AlterConfigs(r) => Self::AlterConfigs(refusals.alter_configs_response(Some(r))),
             Self::IncrementalAlterConfigs(r) => {
-                Self::IncrementalAlterConfigs(refusals.into_incremental_alter_configs_response(Some(r)))
+                Self::IncrementalAlterConfigs(refusals.incremental_alter_configs_response(Some(r)))
             }
             other => other,
         }

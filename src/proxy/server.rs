@@ -41,6 +41,9 @@ use crate::mirror::MirrorLookup;
 /// Shortest time between two metadata refreshes triggered by requests (unknown topic ids).
 const MIN_ON_DEMAND_REFRESH: Duration = Duration::from_secs(1);
 
+/// The future of [`Shared::endpoints_for`].
+type EndpointsFuture<'a> = Pin<Box<dyn Future<Output = Result<HashMap<i32, Endpoint>, ProxyError>> + Send + 'a>>;
+
 /// What every listener and session shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -72,7 +75,7 @@ impl Shared {
     pub(crate) fn endpoints_for<'a>(
         self: &'a Arc<Self>,
         nodes: &'a [BrokerEndpoint],
-    ) -> Pin<Box<dyn Future<Output = Result<HashMap<i32, Endpoint>, ProxyError>> + Send + 'a>> {
+    ) -> EndpointsFuture<'a> {
         Box::pin(async move {
             let mut map = HashMap::with_capacity(nodes.len());
             for (id, host, port) in nodes {

@@ -282,7 +282,7 @@ async fn handle_write(shared: &Arc<Shared>, frame: Bytes, head: &RequestHead, ap
             return Ok(Step::default());
         }
         let answer = Decoded::from_refusals(&refusals)
-            .ok_or_else(|| SessionError::UnsupportedVersion { api_key, api_version: head.api_version, correlation_id: head.correlation_id })?
+            .ok_or(SessionError::UnsupportedVersion { api_key, api_version: head.api_version, correlation_id: head.correlation_id })?
             .encode(api_key, head.api_version, head.correlation_id)
             .map_err(|source| SessionError::Rewrite { addr: "proxy".to_owned(), source })?;
         return Ok(Step { pending: Some(Pending::Local(answer)), forward: None });

@@ -3,11 +3,13 @@
 //! stop. Each test starts its own in-process proxy on free ports (or the binary), in front of the
 //! shared destination cluster, and uses unique topic names.
 
+#![allow(clippy::result_large_err, reason = "the harness's HarnessError, returned from blocking closures")]
+
 use std::io::{Read, Write};
 use std::net::TcpStream as StdTcpStream;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_harness::{
@@ -27,6 +29,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::Value;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// A proxy in process in front of the shared destination, with its mirror lookup.
