@@ -358,6 +358,40 @@ mod tests {
     }
 
     #[test]
+    fn kip_951_leader_endpoints_in_produce_and_fetch() {
+        let map = HashMap::from([(2, Endpoint { host: "proxy".to_owned(), port: 7002 })]);
+        for v in 10..=13 {
+            let mut response = ProduceResponse::default();
+            let mut n = kafka_protocol::messages::produce_response::NodeEndpoint::default();
+            n.node_id = BrokerId(2);
+            n.host = StrBytes::from_static_str("broker-2");
+            n.port = 9092;
+            response.node_endpoints.push(n);
+            let frame = Decoded::Produce(response).encode(ApiKey::Produce, v, 1).unwrap();
+            let (_, body) = split_response(frame, ApiKey::Produce, v).unwrap();
+            let mut d = Decoded::decode(ApiKey::Produce, v, body).unwrap();
+            d.apply_endpoints(&map);
+            assert_eq!(d.broker_endpoints(), vec![(2, "proxy".to_owned(), 7002)], "Produce v{v}");
+        }
+        for v in 16..=18 {
+            let mut response = FetchResponse::default();
+            let mut n = kafka_protocol::messages::fetch_response::NodeEndpoint::default();
+            n.node_id = BrokerId(2);
+            n.host = StrBytes::from_static_str("broker-2");
+            n.port = 9092;
+            response.node_endpoints.push(n);
+            let frame = Decoded::Fetch(response).encode(ApiKey::Fetch, v, 1).unwrap();
+            let (_, body) = split_response(frame, ApiKey::Fetch, v).unwrap();
+            let mut d = Decoded::decode(ApiKey::Fetch, v, body).unwrap();
+            d.apply_endpoints(&map);
+            assert_eq!(d.broker_endpoints(), vec![(2, "proxy".to_owned(), 7002)], "Fetch v{v}");
+            d.encode(ApiKey::Fetch, v, 1).unwrap();
+        }
+        assert!(!needs_decode(ApiKey::Fetch, 15));
+        assert!(!needs_decode(ApiKey::Produce, 9));
+    }
+
+    #[test]
     fn unsupported_api_versions_is_v0() {
         let frame = unsupported_api_versions(5).unwrap();
         let (cid, body) = split_response(frame, ApiKey::ApiVersions, 0).unwrap();

@@ -44,7 +44,11 @@ impl TestProxy {
     }
 
     async fn start_with(tweak: impl FnOnce(&mut ProxySettings)) -> Self {
-        let mut settings = ProxySettings::for_bootstrap(&destination().bootstrap());
+        Self::start_for(&destination().bootstrap(), tweak).await
+    }
+
+    async fn start_for(bootstrap: &str, tweak: impl FnOnce(&mut ProxySettings)) -> Self {
+        let mut settings = ProxySettings::for_bootstrap(bootstrap);
         settings.startup_timeout = Duration::from_secs(30);
         tweak(&mut settings);
         let lookup = Arc::new(InMemoryMirrorLookup::new());
@@ -727,4 +731,72 @@ async fn kafkajs_through_the_proxy() {
     let mirror = check_interop_steps("KafkaJS", &p, &stdout, &["classic"]);
     assert_eq!(mirror["code"], "POLICY_VIOLATION", "{mirror}");
     eprintln!("KafkaJS refusal: {mirror}");
+}
+
+/// A leader change (the leader killed) and a broker restart while a Java producer (idempotent,
+/// acks=all) and a consumer group stream through the proxy: both finish, every record is written
+/// exactly once and read. Runs its own 3-broker cluster, since it kills brokers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_recover_from_a_leader_change_and_a_broker_restart() {
+    let cluster = blocking(|| kafka_harness::Cluster::start(kafka_harness::ClusterSpec::new("proxy-failover").brokers(3)))
+        .await
+        .expect("3-broker cluster");
+    let cluster = Arc::new(cluster);
+    let p = TestProxy::start_for(&cluster.bootstrap(), |_| {}).await;
+    let proxy = p.bootstrap();
+    let topic = unique_name("proxy-failover");
+    let java = java_client();
+    let (b, t) = (proxy.clone(), topic.clone());
+    blocking(move || java.create_topic(&b, &t, 1, 3, &[("min.insync.replicas", "2")])).await.expect("create");
+    const RECORDS: u32 = 24_000;
+    let (b, t) = (proxy.clone(), topic.clone());
+    let producer = tokio::task::spawn_blocking(move || {
+        let props = format!("bootstrap.servers={b}");
+        let cmd = kafka_tool(
+            "org.apache.kafka.tools.ProducerPerformance",
+            &[
+                "--topic", &t, "--num-records", &RECORDS.to_string(), "--throughput", "1500", "--record-size", "100",
+                "--producer-props", &props, "acks=all", "enable.idempotence=true", "delivery.timeout.ms=120000",
+            ],
+        );
+        run(cmd, Duration::from_secs(240))
+    });
+    let (b, t, g) = (proxy.clone(), topic.clone(), unique_name("failover-group"));
+    let consumer = tokio::task::spawn_blocking(move || {
+        let cmd = kafka_tool(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            &["--bootstrap-server", &b, "--topic", &t, "--group", &g, "--from-beginning", "--max-messages", &RECORDS.to_string(), "--timeout-ms", "120000"],
+        );
+        run(cmd, Duration::from_secs(240))
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Asked through the proxy's bootstrap listener, which finds a live broker.
+    let leader = || {
+        kafka_harness::metadata(&proxy, Some(&[topic.as_str()]), Duration::from_secs(10))
+            .ok()
+            .and_then(|md| md.topics.first().and_then(|t| t.partitions.first()).map(|p| p.leader_id))
+            .unwrap_or(-1)
+    };
+    let first = leader();
+    let c = cluster.clone();
+    blocking(move || c.kill_broker(first)).await.expect("kill the leader");
+    let start = Instant::now();
+    while leader() == first || leader() < 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "no new leader");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let c = cluster.clone();
+    blocking(move || c.start_broker(first)).await.expect("restart the old leader");
+
+    let (ok, stdout, stderr) = producer.await.expect("producer task");
+    assert!(ok, "producer failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(&format!("{RECORDS} records sent")), "{stdout}");
+    let (ok, stdout, stderr) = consumer.await.expect("consumer task");
+    assert!(ok, "consumer failed:\n{stderr}");
+    assert!(stderr.contains(&format!("Processed a total of {RECORDS} messages")), "{stderr}");
+    assert_eq!(stdout.lines().filter(|l| !l.is_empty()).count(), RECORDS as usize);
+    let (b, t) = (proxy.clone(), topic.clone());
+    let offsets = blocking(move || java.offsets(&b, &t)).await.expect("offsets");
+    assert_eq!(offsets[0].latest, i64::from(RECORDS), "exactly once: no duplicates, no loss");
 }
