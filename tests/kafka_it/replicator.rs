@@ -391,7 +391,7 @@ fn replicate_tool() -> std::path::PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
     let tool = dir.join("examples").join("replicate");
-    assert!(tool.exists(), "{} missing: build with `cargo test --all-targets` or `cargo build --examples`", tool.display());
+    assert!(tool.exists(), "{} missing: `cargo test` builds it (`--all-targets` does not), or `cargo build --examples`", tool.display());
     tool
 }
 
