@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub(crate) hard_stop: CancellationToken,
     /// Our own client of the destination, for metadata.
     client: Client,
+    /// TLS on client connections (`proxy.tls`).
+    pub(crate) tls: Option<super::tls::ClientTls>,
     last_on_demand_refresh: tokio::sync::Mutex<Option<Instant>>,
 }
 
@@ -184,6 +186,10 @@ impl Proxy {
     /// listener cannot be bound.
     pub async fn start(settings: ProxySettings, lookup: Arc<dyn MirrorLookup>, shutdown: CancellationToken) -> Result<Self, ProxyError> {
         info!(config = %settings.summary(), "starting");
+        let tls = match &settings.tls {
+            Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
+            None => None,
+        };
         let client_config = ClientConfig {
             bootstrap_servers: settings.bootstrap_servers.clone(),
             connection: ConnectionConfig {
@@ -222,6 +228,7 @@ impl Proxy {
             shutdown: shutdown.child_token(),
             hard_stop: CancellationToken::new(),
             client,
+            tls,
             last_on_demand_refresh: tokio::sync::Mutex::new(None),
             settings,
         });

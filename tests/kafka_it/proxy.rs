@@ -800,3 +800,62 @@ async fn clients_recover_from_a_leader_change_and_a_broker_restart() {
     let offsets = blocking(move || java.offsets(&b, &t)).await.expect("offsets");
     assert_eq!(offsets[0].latest, i64::from(RECORDS), "exactly once: no duplicates, no loss");
 }
+
+/// TLS on the client side (`proxy.tls`): the Java clients and librdkafka produce and read exact
+/// records through a TLS proxy; a plaintext client is refused without harm to the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_clients_through_the_proxy() {
+    let dir = std::env::temp_dir().join(unique_name("kmp-tls"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let mut openssl = Command::new("openssl");
+    openssl
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert);
+    let (ok, _, stderr) = run(openssl, Duration::from_secs(60));
+    assert!(ok, "openssl: {stderr}");
+    let (c, k) = (cert.clone(), key.clone());
+    let p = TestProxy::start_with(move |s| s.tls = Some((c, k))).await;
+    let proxy = p.bootstrap();
+    let topic = unique_name("proxy-tls");
+    let java = java_client();
+    let (d, t) = (destination().bootstrap(), topic.clone());
+    blocking(move || java.create_topic(&d, &t, 2, 1, &[])).await.expect("create (directly)");
+
+    // A plaintext Kafka request to the TLS listener: the handshake fails, only that connection closes
+    // (the TLS clients below still work).
+    let mut s = StdTcpStream::connect(&proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[0, 0, 0, 10, 0, 18, 0, 3, 0, 0, 0, 1, 0xff, 0xff]).unwrap();
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).unwrap_or(0);
+    assert!(n == 0 || buf[0] == 0x15, "expected a close or a TLS alert, got {:?}", &buf[..n]);
+
+    let java_tls: Vec<(String, String)> = vec![
+        ("security.protocol".into(), "SSL".into()),
+        ("ssl.truststore.type".into(), "PEM".into()),
+        ("ssl.truststore.location".into(), cert.display().to_string()),
+    ];
+    let (b, t, props) = (proxy.clone(), topic.clone(), java_tls.clone());
+    let acks = blocking(move || {
+        let opts = JavaProduceOptions { idempotent: true, props, ..Default::default() };
+        java.produce(&b, &t, &opts, &records(30, 2, "tls"))
+    })
+    .await
+    .expect("produce over TLS");
+    assert_eq!(acks.len(), 30);
+    let (b, t) = (proxy.clone(), topic.clone());
+    let via_java = blocking(move || java.consume(&b, &t, &ConsumeOptions { props: java_tls, ..ConsumeOptions::default() })).await.expect("consume over TLS");
+    let rd_tls = vec![("security.protocol".to_owned(), "ssl".to_owned()), ("ssl.ca.location".to_owned(), cert.display().to_string())];
+    let (b, t) = (proxy.clone(), topic.clone());
+    let via_rdkafka = blocking(move || librdkafka_consume(&b, &t, &ConsumeOptions { props: rd_tls, ..ConsumeOptions::default() })).await.expect("librdkafka over TLS");
+    let (d, t) = (destination().bootstrap(), topic.clone());
+    let direct = blocking(move || java.consume(&d, &t, &ConsumeOptions::default())).await.expect("direct");
+    assert_eq!(direct.len(), 30);
+    assert_eq!(via_java, direct);
+    assert_eq!(via_rdkafka, direct);
+
+}
