@@ -9,3 +9,4 @@ mod client;
 mod common;
 mod proxy;
 mod replicator;
+mod sync;
