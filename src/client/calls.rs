@@ -585,7 +585,7 @@ impl Client {
         for t in response.responses {
             let name = if t.name.0.is_empty() {
                 // v13 answers with topic ids only; map back through the metadata cache.
-                self.cached_metadata().topics.values().find(|i| i.topic_id == t.topic_id).map(|i| i.name.clone()).unwrap_or_default()
+                self.cached_topic_name(t.topic_id).unwrap_or_default()
             } else {
                 t.name.0.to_string()
             };

@@ -205,6 +205,22 @@ impl Client {
         self.lock_metadata().clone()
     }
 
+    /// The cluster id of the last metadata, without copying the snapshot.
+    pub fn cached_cluster_id(&self) -> Option<String> {
+        self.lock_metadata().cluster_id.clone()
+    }
+
+    /// The topic id of `topic` in the last metadata (`None` if the topic is not in it), without
+    /// copying the snapshot or asking a broker.
+    pub fn cached_topic_id(&self, topic: &str) -> Option<Uuid> {
+        self.lock_metadata().topics.get(topic).map(|t| t.topic_id)
+    }
+
+    /// The name of the topic with id `topic_id` in the last metadata.
+    pub fn cached_topic_name(&self, topic_id: Uuid) -> Option<String> {
+        self.lock_metadata().topics.values().find(|t| t.topic_id == topic_id).map(|t| t.name.clone())
+    }
+
     fn lock_metadata(&self) -> std::sync::MutexGuard<'_, Metadata> {
         self.metadata.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }

@@ -254,7 +254,7 @@ impl BrokerConnection {
             addr: self.shared.addr.clone(),
             api_key,
             broker: self.versions.range(api_key).map_or("none".to_owned(), |r| r.to_string()),
-            ours: api_key.valid_versions(),
+            ours: super::versions::ours(api_key),
             pinned,
         })
     }

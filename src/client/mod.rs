@@ -18,6 +18,7 @@ mod calls;
 mod cluster;
 mod connection;
 mod error;
+mod groups;
 mod security;
 mod versions;
 
@@ -30,5 +31,6 @@ pub use calls::{
 pub use cluster::{BrokerInfo, Client, ClientConfig, Metadata, PartitionInfo, TopicInfo};
 pub use connection::{BrokerConnection, ConnectionConfig};
 pub use error::{ClientError, ConnectionError, Target};
+pub use groups::ListedGroup;
 pub use security::{SaslMechanism, SaslSettings, SecurityConfig, SecurityProtocol, TlsSettings};
 pub use versions::{BrokerVersions, VersionPins};

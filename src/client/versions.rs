@@ -51,7 +51,7 @@ impl BrokerVersions {
     /// The version to use for `api_key`: `wanted` if given (a per-call or configured pin) and supported
     /// by both sides, otherwise the highest common version. `None` if there is none.
     pub fn choose(&self, api_key: ApiKey, wanted: Option<i16>) -> Option<i16> {
-        let common = self.range(api_key)?.intersect(&api_key.valid_versions());
+        let common = self.range(api_key)?.intersect(&ours(api_key));
         if common.is_empty() {
             return None;
         }
@@ -63,6 +63,45 @@ impl BrokerVersions {
     }
 }
 
+/// The versions this client can both encode the request and decode the response of.
+/// `ApiKey::valid_versions` is not enough: `kafka-protocol` sometimes knows a newer response than
+/// request (OffsetFetch 0.18: requests to v9, responses to v10).
+pub fn ours(api_key: ApiKey) -> VersionRange {
+    use kafka_protocol::messages as m;
+    use kafka_protocol::protocol::Message;
+    macro_rules! both {
+        ($($key:ident => $req:ident, $resp:ident;)*) => {
+            match api_key {
+                $(ApiKey::$key => m::$req::VERSIONS.intersect(&m::$resp::VERSIONS),)*
+                other => other.valid_versions(),
+            }
+        };
+    }
+    both! {
+        ApiVersions => ApiVersionsRequest, ApiVersionsResponse;
+        Metadata => MetadataRequest, MetadataResponse;
+        Produce => ProduceRequest, ProduceResponse;
+        Fetch => FetchRequest, FetchResponse;
+        ListOffsets => ListOffsetsRequest, ListOffsetsResponse;
+        WriteTxnMarkers => WriteTxnMarkersRequest, WriteTxnMarkersResponse;
+        DescribeProducers => DescribeProducersRequest, DescribeProducersResponse;
+        DeleteRecords => DeleteRecordsRequest, DeleteRecordsResponse;
+        CreateTopics => CreateTopicsRequest, CreateTopicsResponse;
+        DescribeConfigs => DescribeConfigsRequest, DescribeConfigsResponse;
+        IncrementalAlterConfigs => IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse;
+        DescribeCluster => DescribeClusterRequest, DescribeClusterResponse;
+        FindCoordinator => FindCoordinatorRequest, FindCoordinatorResponse;
+        ListGroups => ListGroupsRequest, ListGroupsResponse;
+        OffsetFetch => OffsetFetchRequest, OffsetFetchResponse;
+        OffsetCommit => OffsetCommitRequest, OffsetCommitResponse;
+        CreatePartitions => CreatePartitionsRequest, CreatePartitionsResponse;
+        DescribeAcls => DescribeAclsRequest, DescribeAclsResponse;
+        CreateAcls => CreateAclsRequest, CreateAclsResponse;
+        DeleteAcls => DeleteAclsRequest, DeleteAclsResponse;
+        DescribeGroups => DescribeGroupsRequest, DescribeGroupsResponse;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,11 +109,18 @@ mod tests {
     #[test]
     fn highest_common_or_pinned() {
         let b = BrokerVersions::from_ranges([(ApiKey::Produce as i16, 3, 500), (ApiKey::Fetch as i16, 4, 8)]);
-        let ours = ApiKey::Produce.valid_versions().max;
+        let ours = ours(ApiKey::Produce).max;
         assert_eq!(b.choose(ApiKey::Produce, None), Some(ours));
         assert_eq!(b.choose(ApiKey::Produce, Some(11)), Some(11));
         assert_eq!(b.choose(ApiKey::Produce, Some(2)), None);
         assert_eq!(b.choose(ApiKey::Fetch, None), Some(8));
         assert_eq!(b.choose(ApiKey::WriteTxnMarkers, None), None);
+    }
+
+    #[test]
+    fn never_above_what_the_request_encoder_knows() {
+        let b = BrokerVersions::from_ranges([(ApiKey::OffsetFetch as i16, 0, 10)]);
+        let request_max = <kafka_protocol::messages::OffsetFetchRequest as kafka_protocol::protocol::Message>::VERSIONS.max;
+        assert_eq!(b.choose(ApiKey::OffsetFetch, None), Some(request_max.min(10)));
     }
 }

@@ -51,9 +51,8 @@ pub const DEFAULT_METADATA_REFRESH_INTERVAL_MS: u64 = 10_000;
 /// Default time a broker must be missing from metadata before its listener closes, ms. Long enough
 /// that a broker restart (it leaves metadata while down) keeps its listener and port.
 pub const DEFAULT_BROKER_REMOVAL_DELAY_MS: u64 = 300_000;
-/// Default error code of a refused write: POLICY_VIOLATION (44). See `BENCHMARKS.md`-adjacent
-/// measurements in `src/proxy/policy.rs`: the Java producer, librdkafka, franz-go and KafkaJS all treat
-/// it as non-retriable and show the broker's message.
+/// Default error code of a refused write: POLICY_VIOLATION (44), non-retriable for every client
+/// measured (see the table in `src/proxy/policy.rs`).
 pub const DEFAULT_REFUSAL_ERROR_CODE: i16 = 44;
 
 /// The file shape of the whole configuration.
@@ -103,6 +102,20 @@ pub struct ListenerConfig {
     /// Time sessions get to finish in-flight requests on SIGTERM/SIGINT, ms (default 30000).
     #[serde(default = "default_grace_ms")]
     pub shutdown_grace_period_ms: u64,
+    /// TLS on every client listener (bootstrap and brokers). None: plaintext.
+    #[serde(default)]
+    pub tls: Option<ListenerTlsConfig>,
+}
+
+/// `proxy.tls.*`: the proxy's server certificate.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerTlsConfig {
+    /// PEM file with the certificate chain clients verify (leaf first). Its names must cover
+    /// `proxy.advertised_host`, since clients connect to that host on every broker port.
+    pub cert_file: String,
+    /// PEM file with the private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: String,
 }
 
 /// `destination.*`: how to reach the destination brokers.
@@ -244,6 +257,9 @@ fn join(problems: &[ConfigProblem]) -> String {
     problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
+/// Prefixes of the environment variables read as configuration: `KMP_` + a top-level section + `__`.
+const ENV_SECTIONS: &[&str] = &["KMP_PROXY__", "KMP_DESTINATION__", "KMP_ADMIN__", "KMP_POLICY__"];
+
 /// Where configuration comes from: a YAML file or text, and environment variables as a map.
 #[derive(Debug, Default, Clone)]
 pub struct ConfigSource {
@@ -288,10 +304,12 @@ impl ConfigSource {
             }
             builder = builder.add_source(config::File::from(file.as_path()).format(config::FileFormat::Yaml));
         }
+        // Only KMP_<SECTION>__… variables: other KMP_* names (the test harness's KMP_DEST_BOOTSTRAP,
+        // KMP_PYTHON, …) are not configuration keys and must not be read as unknown ones.
         let env: config::Map<String, String> = self
             .env
             .iter()
-            .filter(|(k, _)| k.starts_with("KMP_"))
+            .filter(|(k, _)| ENV_SECTIONS.iter().any(|s| k.starts_with(s)))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         builder = builder.add_source(
@@ -377,6 +395,8 @@ pub struct ProxySettings {
     pub refusal_error_code: i16,
     /// Mirror topics from the configuration.
     pub static_mirror_topics: Vec<(String, String, PartitionState)>,
+    /// Client-side TLS: (certificate chain file, private key file), both PEM.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl ProxySettings {
@@ -392,6 +412,7 @@ impl ProxySettings {
                 max_connections: DEFAULT_MAX_CONNECTIONS,
                 max_in_flight_per_connection: DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
                 shutdown_grace_period_ms: DEFAULT_SHUTDOWN_GRACE_PERIOD_MS,
+                tls: None,
             },
             destination: DestinationConfig {
                 bootstrap_servers: bootstrap.to_owned(),
@@ -412,7 +433,7 @@ impl ProxySettings {
     pub fn summary(&self) -> String {
         format!(
             "listen={} advertised_host={} broker_port_base={} destination={} metrics_listen={} max_frame_bytes={} \
-             max_connections={} max_in_flight_per_connection={} refusal_error_code={} static_mirror_topics={}",
+             max_connections={} max_in_flight_per_connection={} refusal_error_code={} static_mirror_topics={} tls={}",
             self.listen,
             self.advertised_host,
             self.broker_port_base.map_or("free".to_owned(), |p| p.to_string()),
@@ -423,6 +444,7 @@ impl ProxySettings {
             self.max_in_flight_per_connection,
             self.refusal_error_code,
             self.static_mirror_topics.len(),
+            self.tls.as_ref().map_or("off".to_owned(), |(c, _)| format!("on ({})", c.display())),
         )
     }
 }
@@ -567,6 +589,14 @@ impl ProxyConfig {
                 ),
             }
         }
+        let tls = self.proxy.tls.as_ref().map(|t| (PathBuf::from(&t.cert_file), PathBuf::from(&t.key_file)));
+        if let Some((cert, key)) = &tls {
+            for (k, path) in [("proxy.tls.cert_file", cert), ("proxy.tls.key_file", key)] {
+                if !path.is_file() {
+                    problem(k, format!("{} is not a readable file", path.display()));
+                }
+            }
+        }
         let (Some(listen), true) = (listen, problems.is_empty()) else {
             return Err(problems);
         };
@@ -587,6 +617,7 @@ impl ProxyConfig {
             metrics_listen,
             refusal_error_code: code,
             static_mirror_topics,
+            tls,
         })
     }
 }
@@ -626,6 +657,7 @@ mod tests {
                 ("KMP_DESTINATION__BOOTSTRAP_SERVERS", "127.0.0.1:1111,127.0.0.1:2222"),
                 ("KMP_PROXY__MAX_IN_FLIGHT_PER_CONNECTION", "7"),
                 ("OTHER_PROXY__LISTEN", "ignored"),
+                ("KMP_DEST_BOOTSTRAP", "not a configuration key"),
             ],
         )
         .unwrap();
@@ -692,6 +724,15 @@ mod tests {
         .unwrap();
         assert_eq!(s.static_mirror_topics[0], ("orders".to_owned(), "dr".to_owned(), PartitionState::Paused));
         assert_eq!(s.static_mirror_topics[1].2, PartitionState::Mirroring);
+    }
+
+    #[test]
+    fn tls_files_must_exist() {
+        let err = load(&MINIMAL.replace("  advertised_host", "  tls: {cert_file: /nonexistent/c.pem, key_file: /nonexistent/k.pem}\n  advertised_host"), &[]).unwrap_err();
+        let keys: Vec<&str> = err.problems().iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, vec!["proxy.tls.cert_file", "proxy.tls.key_file"], "{err}");
+        let err = load(&MINIMAL.replace("  advertised_host", "  tls: {cert: x}\n  advertised_host"), &[]).unwrap_err();
+        assert!(err.to_string().contains("cert"), "{err}");
     }
 
     #[test]

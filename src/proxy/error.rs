@@ -26,6 +26,13 @@ pub enum ProxyError {
     /// No destination broker answered at startup.
     #[error("destination.bootstrap_servers: the destination cluster at {bootstrap} is unreachable")]
     DestinationUnreachable { bootstrap: String, source: ClientError },
+    /// The TLS certificate or key cannot be used.
+    #[error("{key}: {reason}")]
+    Tls {
+        /// `proxy.tls.cert_file` or `proxy.tls.key_file`.
+        key: &'static str,
+        reason: String,
+    },
     /// The listener of one broker cannot be created (port taken, or out of range).
     #[error("proxy.broker_port_base: no listener for broker {node_id} ({reason})")]
     BrokerListener { node_id: i32, reason: String },
@@ -38,6 +45,7 @@ impl ProxyError {
             Self::Bind { key, .. } => key,
             Self::DestinationUnreachable { .. } => "destination.bootstrap_servers",
             Self::BrokerListener { .. } => "proxy.broker_port_base",
+            Self::Tls { key, .. } => key,
         }
     }
 }
@@ -52,6 +60,9 @@ impl ProxyError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
+    /// The client's TLS handshake failed or timed out.
+    #[error("TLS handshake with the client failed")]
+    TlsHandshake(#[source] std::io::Error),
     /// The client's byte stream could not be framed (oversized, negative length, truncated, reset).
     #[error("client framing failed")]
     ClientFrame(#[source] FrameError),
@@ -135,7 +146,11 @@ impl SessionError {
     pub fn is_client_fault(&self) -> bool {
         matches!(
             self,
-            Self::ClientFrame(_) | Self::MalformedHeader(_) | Self::Malformed { .. } | Self::UnsupportedVersion { .. }
+            Self::ClientFrame(_)
+                | Self::TlsHandshake(_)
+                | Self::MalformedHeader(_)
+                | Self::Malformed { .. }
+                | Self::UnsupportedVersion { .. }
         )
     }
 }

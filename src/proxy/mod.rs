@@ -31,6 +31,7 @@ mod requests;
 mod rewrite;
 mod server;
 mod session;
+mod tls;
 mod upstream;
 mod versions;
 mod wire;

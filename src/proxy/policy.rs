@@ -15,21 +15,31 @@
 //! topic and partition, not position). A request whose entries are all refused never reaches a broker.
 //!
 //! # The error code
-//! Kafka 4.4 has no "read-only topic" code (the proposal's READ_ONLY_TOPIC is not in Apache Kafka),
-//! so an existing non-retriable code is used; `policy.refusal_error_code` changes it. Measured with
-//! `proxy::refusal_error_codes_as_clients_see_them` (tests/kafka_it/proxy.rs), one producer per code
-//! sending one record to a mirror topic through the proxy:
+//! Kafka 4.4 has no "read-only topic" code (the proposal's READ_ONLY_TOPIC is not in Apache Kafka;
+//! a client would report an unknown code as UNKNOWN_SERVER_ERROR), so an existing non-retriable code
+//! is used; `policy.refusal_error_code` changes it. Measured by
+//! `proxy::refusal_error_codes_as_clients_see_them` (tests/kafka_it/proxy.rs, run with
+//! `--nocapture` to print the table): one idempotent producer per code sends one record to a mirror
+//! topic through the proxy, Kafka 4.4.0 broker and Java client, confluent-kafka 2.16 (librdkafka
+//! 2.16.0). Times are from process start (the JVM needs about 1 s before it sends anything).
 //!
-//! | code                            | Java producer 4.4                      | librdkafka 2.x (confluent-kafka) |
-//! |---------------------------------|----------------------------------------|----------------------------------|
-//! | 44 POLICY_VIOLATION             | fails at once, PolicyViolationException with our message | fails at once, `POLICY_VIOLATION`, our message shown |
-//! | 29 TOPIC_AUTHORIZATION_FAILED   | fails at once, message replaced by "Not authorized to access topics: [t]" | fails at once, generic text |
-//! | 17 INVALID_TOPIC_EXCEPTION      | fails at once, InvalidTopicException with our message | fails at once |
-//! | 87 INVALID_RECORD               | fails at once, InvalidRecordException with our message | fails at once |
+//! | code                          | Java producer                                                   | librdkafka                                  |
+//! |-------------------------------|-----------------------------------------------------------------|---------------------------------------------|
+//! | 44 POLICY_VIOLATION           | 1.2 s, `PolicyViolationException: <our message>`                | 0.5 s, `POLICY_VIOLATION` "Broker: Policy violation", not retriable |
+//! | 29 TOPIC_AUTHORIZATION_FAILED | 1.3 s, `TopicAuthorizationException: Not authorized to access topics: [t]` (message replaced) | 0.5 s, not retriable |
+//! | 17 INVALID_TOPIC_EXCEPTION    | 1.4 s, `InvalidTopicException: <our message>`                   | 0.5 s, `TOPIC_EXCEPTION`, not retriable     |
+//! | 87 INVALID_RECORD             | 1.2 s, `InvalidRecordException: <our message>`                  | 0.5 s, `INVALID_RECORD`, not retriable      |
+//! | -1 UNKNOWN_SERVER_ERROR       | 1.5 s, `UnknownServerException: <our message>`                  | 0.5 s, `UNKNOWN`, not retriable             |
 //!
-//! POLICY_VIOLATION is the default: non-retriable everywhere, the message reaches the application,
-//! and its meaning ("the cluster's policy refuses this") is the truth. The measured figures in the
-//! table are refreshed by that test, which prints them.
+//! All fail fast and none is retried. librdkafka never shows the broker's per-partition message
+//! (it reports the code's generic text), so the code's own meaning matters there: POLICY_VIOLATION
+//! ("the cluster's policy refuses this") is the one that tells the truth without the message, and the
+//! Java client shows the message with it.
+//!
+//! franz-go 1.22 and KafkaJS 2.2.4 with POLICY_VIOLATION (`proxy::franz_go_through_the_proxy`,
+//! `proxy::kafkajs_through_the_proxy`, with `--nocapture`): both fail the send at once (23 ms and
+//! 5 ms), non-retriable, with the code's generic text ("Request parameters do not satisfy the
+//! configured policy"); like librdkafka they do not surface the per-partition message.
 
 use std::sync::Arc;
 
@@ -160,7 +170,7 @@ fn text(s: &str) -> Option<StrBytes> {
 
 impl Refusals {
     /// Adds the refused partitions to a Produce response (a fresh one if `base` is `None`).
-    pub(crate) fn into_produce_response(&self, base: Option<ProduceResponse>) -> ProduceResponse {
+    pub(crate) fn produce_response(&self, base: Option<ProduceResponse>) -> ProduceResponse {
         let mut response = base.unwrap_or_default();
         for e in &self.entries {
             let mut topic = produce_response::TopicProduceResponse::default();
@@ -182,7 +192,7 @@ impl Refusals {
     }
 
     /// Adds the refused partitions to a DeleteRecords response.
-    pub(crate) fn into_delete_records_response(&self, base: Option<DeleteRecordsResponse>) -> DeleteRecordsResponse {
+    pub(crate) fn delete_records_response(&self, base: Option<DeleteRecordsResponse>) -> DeleteRecordsResponse {
         let mut response = base.unwrap_or_default();
         for e in &self.entries {
             let mut topic = delete_records_response::DeleteRecordsTopicResult::default();
@@ -200,7 +210,7 @@ impl Refusals {
     }
 
     /// Adds the refused topics to a CreatePartitions response.
-    pub(crate) fn into_create_partitions_response(&self, base: Option<CreatePartitionsResponse>) -> CreatePartitionsResponse {
+    pub(crate) fn create_partitions_response(&self, base: Option<CreatePartitionsResponse>) -> CreatePartitionsResponse {
         let mut response = base.unwrap_or_default();
         for e in &self.entries {
             let mut r = create_partitions_response::CreatePartitionsTopicResult::default();
@@ -213,7 +223,7 @@ impl Refusals {
     }
 
     /// Adds the refused resources to an AlterConfigs response.
-    pub(crate) fn into_alter_configs_response(
+    pub(crate) fn alter_configs_response(
         &self,
         base: Option<kafka_protocol::messages::AlterConfigsResponse>,
     ) -> kafka_protocol::messages::AlterConfigsResponse {
@@ -230,7 +240,7 @@ impl Refusals {
     }
 
     /// Adds the refused resources to an IncrementalAlterConfigs response.
-    pub(crate) fn into_incremental_alter_configs_response(
+    pub(crate) fn incremental_alter_configs_response(
         &self,
         base: Option<IncrementalAlterConfigsResponse>,
     ) -> IncrementalAlterConfigsResponse {
@@ -271,7 +281,7 @@ mod tests {
         assert!(!refusals.nothing_left);
         assert_eq!(refusals.entries[0].partitions, vec![0, 1]);
         assert!(refusals.entries[0].message.contains("mirror 'dr' in state MIRRORING"), "{}", refusals.entries[0].message);
-        let response = refusals.into_produce_response(None);
+        let response = refusals.produce_response(None);
         assert_eq!(response.responses[0].partition_responses.len(), 2);
         assert_eq!(response.responses[0].partition_responses[1].error_code, 44);
     }

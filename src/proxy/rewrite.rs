@@ -150,12 +150,12 @@ impl Decoded {
     /// An empty response of `api_key` with the refusals filled in (nothing was forwarded).
     pub(crate) fn from_refusals(refusals: &Refusals) -> Option<Self> {
         Some(match refusals.api_key {
-            ApiKey::Produce => Self::Produce(refusals.into_produce_response(None)),
-            ApiKey::DeleteRecords => Self::DeleteRecords(refusals.into_delete_records_response(None)),
-            ApiKey::CreatePartitions => Self::CreatePartitions(refusals.into_create_partitions_response(None)),
-            ApiKey::AlterConfigs => Self::AlterConfigs(refusals.into_alter_configs_response(None)),
+            ApiKey::Produce => Self::Produce(refusals.produce_response(None)),
+            ApiKey::DeleteRecords => Self::DeleteRecords(refusals.delete_records_response(None)),
+            ApiKey::CreatePartitions => Self::CreatePartitions(refusals.create_partitions_response(None)),
+            ApiKey::AlterConfigs => Self::AlterConfigs(refusals.alter_configs_response(None)),
             ApiKey::IncrementalAlterConfigs => {
-                Self::IncrementalAlterConfigs(refusals.into_incremental_alter_configs_response(None))
+                Self::IncrementalAlterConfigs(refusals.incremental_alter_configs_response(None))
             }
             _ => return None,
         })
@@ -164,12 +164,12 @@ impl Decoded {
     /// Adds the refusals to this (broker) response.
     pub(crate) fn merge_refusals(self, refusals: &Refusals) -> Self {
         match self {
-            Self::Produce(r) => Self::Produce(refusals.into_produce_response(Some(r))),
-            Self::DeleteRecords(r) => Self::DeleteRecords(refusals.into_delete_records_response(Some(r))),
-            Self::CreatePartitions(r) => Self::CreatePartitions(refusals.into_create_partitions_response(Some(r))),
-            Self::AlterConfigs(r) => Self::AlterConfigs(refusals.into_alter_configs_response(Some(r))),
+            Self::Produce(r) => Self::Produce(refusals.produce_response(Some(r))),
+            Self::DeleteRecords(r) => Self::DeleteRecords(refusals.delete_records_response(Some(r))),
+            Self::CreatePartitions(r) => Self::CreatePartitions(refusals.create_partitions_response(Some(r))),
+            Self::AlterConfigs(r) => Self::AlterConfigs(refusals.alter_configs_response(Some(r))),
             Self::IncrementalAlterConfigs(r) => {
-                Self::IncrementalAlterConfigs(refusals.into_incremental_alter_configs_response(Some(r)))
+                Self::IncrementalAlterConfigs(refusals.incremental_alter_configs_response(Some(r)))
             }
             other => other,
         }
@@ -225,7 +225,10 @@ impl Decoded {
             Self::Metadata(r) => r.brokers.iter_mut().for_each(|b| set(map, b.node_id.0, &mut b.host, &mut b.port)),
             Self::FindCoordinator(r) => {
                 r.coordinators.iter_mut().for_each(|c| set(map, c.node_id.0, &mut c.host, &mut c.port));
-                set(map, r.node_id.0, &mut r.host, &mut r.port);
+                // v0–3 only: from v4 the top-level fields are absent (empty host) and must stay unset.
+                if !r.host.is_empty() {
+                    set(map, r.node_id.0, &mut r.host, &mut r.port);
+                }
             }
             Self::DescribeCluster(r) if r.endpoint_type != 2 => {
                 r.brokers.iter_mut().for_each(|b| set(map, b.broker_id.0, &mut b.host, &mut b.port))
@@ -344,10 +347,48 @@ mod tests {
             }
             let mut d = Decoded::FindCoordinator(response);
             assert_eq!(d.broker_endpoints(), vec![(3, "b3".to_owned(), 1)]);
-            d.apply_endpoints(&HashMap::from([(3, Endpoint { host: "p".to_owned(), port: 2 })]));
+            // Node 0 is also the default of the absent v4+ top-level node_id.
+            d.apply_endpoints(&HashMap::from([
+                (3, Endpoint { host: "p".to_owned(), port: 2 }),
+                (0, Endpoint { host: "zero".to_owned(), port: 9 }),
+            ]));
             assert_eq!(d.broker_endpoints(), vec![(3, "p".to_owned(), 2)]);
             d.encode(ApiKey::FindCoordinator, v, 1).unwrap();
         }
+    }
+
+    #[test]
+    fn kip_951_leader_endpoints_in_produce_and_fetch() {
+        let map = HashMap::from([(2, Endpoint { host: "proxy".to_owned(), port: 7002 })]);
+        for v in 10..=13 {
+            let mut response = ProduceResponse::default();
+            let mut n = kafka_protocol::messages::produce_response::NodeEndpoint::default();
+            n.node_id = BrokerId(2);
+            n.host = StrBytes::from_static_str("broker-2");
+            n.port = 9092;
+            response.node_endpoints.push(n);
+            let frame = Decoded::Produce(response).encode(ApiKey::Produce, v, 1).unwrap();
+            let (_, body) = split_response(frame, ApiKey::Produce, v).unwrap();
+            let mut d = Decoded::decode(ApiKey::Produce, v, body).unwrap();
+            d.apply_endpoints(&map);
+            assert_eq!(d.broker_endpoints(), vec![(2, "proxy".to_owned(), 7002)], "Produce v{v}");
+        }
+        for v in 16..=18 {
+            let mut response = FetchResponse::default();
+            let mut n = kafka_protocol::messages::fetch_response::NodeEndpoint::default();
+            n.node_id = BrokerId(2);
+            n.host = StrBytes::from_static_str("broker-2");
+            n.port = 9092;
+            response.node_endpoints.push(n);
+            let frame = Decoded::Fetch(response).encode(ApiKey::Fetch, v, 1).unwrap();
+            let (_, body) = split_response(frame, ApiKey::Fetch, v).unwrap();
+            let mut d = Decoded::decode(ApiKey::Fetch, v, body).unwrap();
+            d.apply_endpoints(&map);
+            assert_eq!(d.broker_endpoints(), vec![(2, "proxy".to_owned(), 7002)], "Fetch v{v}");
+            d.encode(ApiKey::Fetch, v, 1).unwrap();
+        }
+        assert!(!needs_decode(ApiKey::Fetch, 15));
+        assert!(!needs_decode(ApiKey::Produce, 9));
     }
 
     #[test]

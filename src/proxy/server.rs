@@ -41,6 +41,9 @@ use crate::mirror::MirrorLookup;
 /// Shortest time between two metadata refreshes triggered by requests (unknown topic ids).
 const MIN_ON_DEMAND_REFRESH: Duration = Duration::from_secs(1);
 
+/// The future of [`Shared::endpoints_for`].
+type EndpointsFuture<'a> = Pin<Box<dyn Future<Output = Result<HashMap<i32, Endpoint>, ProxyError>> + Send + 'a>>;
+
 /// What every listener and session shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -58,6 +61,8 @@ pub(crate) struct Shared {
     pub(crate) hard_stop: CancellationToken,
     /// Our own client of the destination, for metadata.
     client: Client,
+    /// TLS on client connections (`proxy.tls`).
+    pub(crate) tls: Option<super::tls::ClientTls>,
     last_on_demand_refresh: tokio::sync::Mutex<Option<Instant>>,
 }
 
@@ -72,7 +77,7 @@ impl Shared {
     pub(crate) fn endpoints_for<'a>(
         self: &'a Arc<Self>,
         nodes: &'a [BrokerEndpoint],
-    ) -> Pin<Box<dyn Future<Output = Result<HashMap<i32, Endpoint>, ProxyError>> + Send + 'a>> {
+    ) -> EndpointsFuture<'a> {
         Box::pin(async move {
             let mut map = HashMap::with_capacity(nodes.len());
             for (id, host, port) in nodes {
@@ -181,6 +186,10 @@ impl Proxy {
     /// listener cannot be bound.
     pub async fn start(settings: ProxySettings, lookup: Arc<dyn MirrorLookup>, shutdown: CancellationToken) -> Result<Self, ProxyError> {
         info!(config = %settings.summary(), "starting");
+        let tls = match &settings.tls {
+            Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
+            None => None,
+        };
         let client_config = ClientConfig {
             bootstrap_servers: settings.bootstrap_servers.clone(),
             connection: ConnectionConfig {
@@ -219,6 +228,7 @@ impl Proxy {
             shutdown: shutdown.child_token(),
             hard_stop: CancellationToken::new(),
             client,
+            tls,
             last_on_demand_refresh: tokio::sync::Mutex::new(None),
             settings,
         });

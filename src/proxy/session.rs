@@ -56,6 +56,8 @@ use super::versions::is_supported;
 use super::wire::{Reader, RequestHead, request_body_offset};
 use crate::protocol::FrameDecoder;
 
+/// Longest a client's TLS handshake may take.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Capacity of the buffered writers, bytes. Frames larger than this bypass the buffer.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
@@ -115,9 +117,35 @@ pub(crate) async fn run_session(shared: Arc<Shared>, socket: TcpStream, peer: So
 }
 
 async fn serve(shared: &Arc<Shared>, socket: TcpStream, target: Target, shutdown: &CancellationToken) -> Result<(), SessionError> {
+    match &shared.tls {
+        None => {
+            let (client_read, client_write) = socket.into_split();
+            serve_split(shared, client_read, client_write, target, shutdown).await
+        }
+        Some(acceptor) => {
+            let tls = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.0.accept(socket))
+                .await
+                .map_err(|_| SessionError::TlsHandshake(std::io::Error::new(std::io::ErrorKind::TimedOut, "handshake timed out")))?
+                .map_err(SessionError::TlsHandshake)?;
+            let (client_read, client_write) = tokio::io::split(tls);
+            serve_split(shared, client_read, client_write, target, shutdown).await
+        }
+    }
+}
+
+async fn serve_split<R, W>(
+    shared: &Arc<Shared>,
+    client_read: R,
+    client_write: W,
+    target: Target,
+    shutdown: &CancellationToken,
+) -> Result<(), SessionError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let (upstream, upstream_addr) = super::upstream::connect(shared, target).await?;
     debug!(broker.addr = %upstream_addr, "connected upstream");
-    let (client_read, client_write) = socket.into_split();
     let (upstream_read, upstream_write) = upstream.into_split();
     let client_rx = FramedRead::new(client_read, FrameDecoder::new(shared.settings.max_frame_bytes));
     let upstream_rx = FramedRead::new(upstream_read, FrameDecoder::new(shared.settings.max_response_bytes));
@@ -282,7 +310,7 @@ async fn handle_write(shared: &Arc<Shared>, frame: Bytes, head: &RequestHead, ap
             return Ok(Step::default());
         }
         let answer = Decoded::from_refusals(&refusals)
-            .ok_or_else(|| SessionError::UnsupportedVersion { api_key, api_version: head.api_version, correlation_id: head.correlation_id })?
+            .ok_or(SessionError::UnsupportedVersion { api_key, api_version: head.api_version, correlation_id: head.correlation_id })?
             .encode(api_key, head.api_version, head.correlation_id)
             .map_err(|source| SessionError::Rewrite { addr: "proxy".to_owned(), source })?;
         return Ok(Step { pending: Some(Pending::Local(answer)), forward: None });

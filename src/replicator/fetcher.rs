@@ -146,16 +146,15 @@ impl Fetcher {
     }
 
     fn check_identity(&self) -> Result<(), ReplicationError> {
-        let metadata = self.source.cached_metadata();
-        if let Some(now) = metadata.cluster_id.as_deref() {
+        if let Some(now) = self.source.cached_cluster_id() {
             if !self.cluster_id.is_empty() && now != self.cluster_id {
-                return Err(ReplicationError::SourceClusterChanged { recorded: self.cluster_id.clone(), now: now.to_owned() });
+                return Err(ReplicationError::SourceClusterChanged { recorded: self.cluster_id.clone(), now });
             }
         }
-        match metadata.topics.get(&self.topic) {
-            Some(t) if t.topic_id != self.topic_id && !t.topic_id.is_nil() => Err(ReplicationError::SourceTopicChanged {
+        match self.source.cached_topic_id(&self.topic) {
+            Some(id) if id != self.topic_id && !id.is_nil() => Err(ReplicationError::SourceTopicChanged {
                 topic: self.topic.clone(),
-                detail: format!("was re-created (topic id {} is now {})", self.topic_id, t.topic_id),
+                detail: format!("was re-created (topic id {} is now {id})", self.topic_id),
             }),
             _ => Ok(()),
         }
@@ -189,7 +188,7 @@ impl Fetcher {
             Some(ErrorCode::UnknownTopicId | ErrorCode::UnknownTopicOrPartition | ErrorCode::InconsistentTopicId) => {
                 let _ = self.source.refresh_metadata(&[&self.topic]).await;
                 self.check_identity()?;
-                if !self.source.cached_metadata().topics.contains_key(&self.topic) {
+                if self.source.cached_topic_id(&self.topic).is_none() {
                     return Err(ReplicationError::SourceTopicChanged { topic: self.topic.clone(), detail: "was deleted".to_owned() });
                 }
                 return Err(unavailable(ClientError::Broker {

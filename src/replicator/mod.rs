@@ -13,7 +13,8 @@
 //!     └─ per partition: PartitionCopier task                                    (partition.rs)
 //!          ├─ PREPARING: destination end offset, producer state, tail check
 //!          ├─ Fetcher task: source leader ──► bounded queue + byte budget      (fetcher.rs)
-//!          └─ MIRRORING: plan_batch ──► Produce / WriteTxnMarkers, offsets checked
+//!          └─ MIRRORING: plan_batch ──► Produce (coalesced per broker, writer.rs) /
+//!                        WriteTxnMarkers, every offset checked
 //! ```
 
 pub mod config;
@@ -23,6 +24,7 @@ pub mod partition;
 pub mod plan;
 pub mod producers;
 pub mod topic;
+pub mod writer;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -54,13 +56,10 @@ impl Replicator {
     /// FAILED partitions (or, for a topic that cannot even be described, one FAILED partition 0).
     pub async fn start(source: Arc<Client>, destination: Arc<Client>, topics: &[String], config: ReplicatorConfig) -> Self {
         let budget = Arc::new(Semaphore::new(config.buffer_bytes.div_ceil(1024).max(1)));
-        let shared = Arc::new(Shared { source, destination, config, budget });
-        let replicator = Self {
-            statuses: Arc::new(Mutex::new(BTreeMap::new())),
-            shared,
-            cancel: CancellationToken::new(),
-            tasks: TaskTracker::new(),
-        };
+        let cancel = CancellationToken::new();
+        let writers = writer::Writers::new(destination.clone(), config.clone(), cancel.clone());
+        let shared = Arc::new(Shared { source, destination, config, budget, writers });
+        let replicator = Self { statuses: Arc::new(Mutex::new(BTreeMap::new())), shared, cancel, tasks: TaskTracker::new() };
         for topic in topics {
             replicator.add_topic(topic).await;
         }

@@ -28,7 +28,7 @@ use super::fetcher::{Fetched, Fetcher};
 use super::plan::{Marker, Write, fill_gap, plan_batch};
 use super::producers::{PRODUCER_ID_MAPPING_BIT, ProducerSequences};
 use super::topic::SourceTopic;
-use crate::client::{Backoff, Client, ClientError, IsolationLevel, OffsetSpec, ProduceOptions, TxnMarker};
+use crate::client::{Backoff, Client, ClientError, IsolationLevel, OffsetSpec, ProducePartition, TxnMarker};
 use crate::mirror::{PartitionState, PartitionStatus};
 use crate::protocol::batch::{BatchBuilder, RecordBatches, Record};
 
@@ -46,6 +46,8 @@ pub struct Shared {
     pub config: ReplicatorConfig,
     /// Bytes of fetched data not yet written (permits are KiB).
     pub budget: Arc<Semaphore>,
+    /// Produce coalescing per destination broker.
+    pub writers: super::writer::Writers,
 }
 
 /// The copier of one partition.
@@ -379,15 +381,16 @@ impl PartitionCopier {
         let dest = &self.shared.destination;
         match write {
             Write::Batch { bytes, transactional, .. } => {
-                let options = ProduceOptions {
-                    timeout: self.shared.config.write_timeout,
-                    transactional_id: transactional.then(|| self.shared.config.transactional_id.clone()),
-                    // Produce v12+ sends transactional data through the destination's coordinator
-                    // (notes/broker-constraints.md §4); v11 with verification off does not.
-                    version: transactional.then_some(11),
-                    ..ProduceOptions::default()
+                let leader = dest.leader_of(self.topic(), self.partition).await?;
+                let producer = if *transactional {
+                    let header = crate::protocol::batch::RawBatch::from_bytes(bytes.clone())
+                        .map_err(|_| ClientError::Config { key: "batch".into(), message: "invariant: planned batches parse".into() })?;
+                    Some((header.producer_id(), header.producer_epoch()))
+                } else {
+                    None
                 };
-                let produced = dest.produce(self.topic(), self.partition, bytes.clone(), &options).await?;
+                let batch = ProducePartition { topic: self.topic().to_owned(), partition: self.partition, records: bytes.clone() };
+                let produced = self.shared.writers.produce(leader, batch, producer).await?;
                 Ok(Some(produced.base_offset))
             }
             Write::Markers { markers, .. } => {

@@ -306,3 +306,52 @@ async fn oversized_responses_and_unknown_topics_are_typed_errors() {
     let err = client.describe_configs(&ConfigResource::Topic(missing.clone())).await.unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::UnknownTopicOrPartition), "{err}");
 }
+
+/// An incremental fetch session (KIP-227): after the first fetch, the broker answers only for
+/// partitions with news, and a partition dropped from the fetch is forgotten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_sessions_return_only_partitions_with_news() {
+    use kafka_mirror_proxy::client::{FetchPartitionSpec, FetchSession};
+    let src = source();
+    let java = java_client();
+    let topic = unique_name("session");
+    java.create_topic(&src.bootstrap(), &topic, 3, 1, &[]).unwrap();
+    let one = |p: i32| -> Vec<ProduceLine> { vec![ProducerRecord::to(p).value(format!("v{p}")).into()] };
+    for p in 0..3 {
+        java.produce(&src.bootstrap(), &topic, &JavaProduceOptions::default(), &one(p)).unwrap();
+    }
+    let c = client(&src.bootstrap()).await;
+    let leader = c.leader_of(&topic, 0).await.unwrap();
+    let spec = |offsets: &[(i32, i64)]| FetchSpec {
+        partitions: offsets
+            .iter()
+            .map(|&(partition, fetch_offset)| FetchPartitionSpec { topic: topic.clone(), partition, fetch_offset, partition_max_bytes: 1 << 20 })
+            .collect(),
+        isolation: IsolationLevel::ReadUncommitted,
+        max_wait: Duration::from_millis(10),
+        min_bytes: 0,
+        max_bytes: 1 << 20,
+    };
+    let mut session = FetchSession::new();
+    let full = c.fetch(leader, &spec(&[(0, 0), (1, 0), (2, 0)]), Some(&mut session)).await.unwrap();
+    assert_eq!(full.len(), 3);
+    assert!(full.iter().all(|p| !p.records.is_empty()));
+    assert_ne!(session.id(), 0, "the broker created a session");
+    // Caught up everywhere: nothing new, so an incremental fetch names no partition.
+    let idle = c.fetch(leader, &spec(&[(0, 1), (1, 1), (2, 1)]), Some(&mut session)).await.unwrap();
+    assert!(idle.is_empty(), "{idle:?}");
+    // New data in partition 2 only.
+    java.produce(&src.bootstrap(), &topic, &JavaProduceOptions::default(), &one(2)).unwrap();
+    let news = c.fetch(leader, &spec(&[(0, 1), (1, 1), (2, 1)]), Some(&mut session)).await.unwrap();
+    let parts: Vec<i32> = news.iter().map(|p| p.partition).collect();
+    assert_eq!(parts, vec![2]);
+    assert_eq!(news[0].high_watermark, 2);
+    // Partition 0 dropped from the fetch: forgotten by the session, so its new data is not returned.
+    let rest = c.fetch(leader, &spec(&[(1, 1), (2, 2)]), Some(&mut session)).await.unwrap();
+    assert!(rest.is_empty(), "{rest:?}");
+    java.produce(&src.bootstrap(), &topic, &JavaProduceOptions::default(), &one(0)).unwrap();
+    let after = c.fetch(leader, &spec(&[(1, 1), (2, 2)]), Some(&mut session)).await.unwrap();
+    assert!(after.is_empty(), "partition 0 still in the session: {after:?}");
+    let back = c.fetch(leader, &spec(&[(0, 1), (1, 1), (2, 2)]), Some(&mut session)).await.unwrap();
+    assert_eq!(back.iter().map(|p| (p.partition, p.high_watermark)).collect::<Vec<_>>(), vec![(0, 2)]);
+}

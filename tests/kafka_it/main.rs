@@ -3,7 +3,11 @@
 //! One test binary, so that every test shares the same source and destination clusters (started on
 //! first use); tests keep apart through unique topic names.
 
+#![allow(clippy::disallowed_methods, reason = "tests time real clusters with std::time::Instant; no paused time here")]
+
 mod client;
 mod common;
 mod control;
+mod proxy;
 mod replicator;
+mod sync;

@@ -391,7 +391,7 @@ fn replicate_tool() -> std::path::PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
     let tool = dir.join("examples").join("replicate");
-    assert!(tool.exists(), "{} missing: build with `cargo test --all-targets` or `cargo build --examples`", tool.display());
+    assert!(tool.exists(), "{} missing: `cargo test` builds it (`--all-targets` does not), or `cargo build --examples`", tool.display());
     tool
 }
 
@@ -499,5 +499,29 @@ async fn destination_leader_killed_mid_copy() {
     write(2);
     wait_caught_up(&replicator, &src_client, &topic).await;
     assert_identical(java, src, &dst, &topic).await;
+    replicator.shutdown().await;
+}
+
+/// A LogAppendTime source: consumers of the mirror see the source's append times (as CreateTime,
+/// the one documented difference, spec §3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_append_time_sources_keep_their_timestamps() {
+    let (src, dst, java) = (source(), destination(), java_client());
+    let topic = unique_name("mirror-lat");
+    java.create_topic(&src.bootstrap(), &topic, 1, 1, &[("message.timestamp.type", "LogAppendTime")]).unwrap();
+    for codec in [Compression::None, Compression::Gzip] {
+        let opts = JavaProduceOptions { compression: codec, linger_ms: Some(50), ..Default::default() };
+        let lines: Vec<ProduceLine> = (0..20).map(|i| record(0, i, "lat").into()).collect();
+        java.produce(&src.bootstrap(), &topic, &opts, &lines).unwrap();
+    }
+    let replicator = start(src, dst, std::slice::from_ref(&topic), IsolationLevel::ReadCommitted).await;
+    let src_client = client(&src.bootstrap()).await;
+    wait_caught_up(&replicator, &src_client, &topic).await;
+    let expected = java.consume(&src.bootstrap(), &topic, &ConsumeOptions::default()).unwrap();
+    assert!(expected.iter().all(|r| r.timestamp_type == "LogAppendTime"));
+    let got = java.consume(&dst.bootstrap(), &topic, &ConsumeOptions::default()).unwrap();
+    assert!(got.iter().all(|r| r.timestamp_type == "CreateTime"));
+    let strip = |v: Vec<kafka_harness::ConsumedRecord>| -> Vec<_> { v.into_iter().map(|r| kafka_harness::ConsumedRecord { timestamp_type: String::new(), ..r }).collect() };
+    assert_eq!(strip(got), strip(expected));
     replicator.shutdown().await;
 }

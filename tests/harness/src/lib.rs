@@ -29,6 +29,8 @@
 //!   first use from `tests/clients/requirements.txt`).
 //! - `KMP_ROOT`: the repository root, if it cannot be found from the working directory.
 
+#![allow(clippy::disallowed_methods, reason = "synchronous test code driving processes: std::time::Instant is right here")]
+
 #![forbid(unsafe_code)]
 
 mod broker_config;

@@ -1,0 +1,861 @@
+//! The proxy (issue 5) in front of the real destination cluster: Kafka's Java clients and librdkafka
+//! through it, the write policy, ApiVersions capping, malformed input, and the binary's start and
+//! stop. Each test starts its own in-process proxy on free ports (or the binary), in front of the
+//! shared destination cluster, and uses unique topic names.
+
+#![allow(clippy::result_large_err, reason = "the harness's HarnessError, returned from blocking closures")]
+
+use std::io::{Read, Write};
+use std::net::TcpStream as StdTcpStream;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_harness::{
+    ConsumeOptions, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client,
+    librdkafka_consume, provision_python, repo_root, unique_name,
+};
+use kafka_mirror_proxy::client::{BrokerConnection, ConnectionConfig};
+use kafka_mirror_proxy::mirror::{InMemoryMirrorLookup, PartitionState};
+use kafka_mirror_proxy::protocol::batch::{BatchBuilder, Record};
+use kafka_mirror_proxy::proxy::{Proxy, ProxySettings, proxy_range};
+use kafka_protocol::messages::{
+    ApiKey, CreatePartitionsRequest, DeleteRecordsRequest, IncrementalAlterConfigsRequest, ProduceRequest,
+    TopicName,
+};
+use kafka_protocol::messages::{
+    create_partitions_request, delete_records_request, incremental_alter_configs_request, produce_request,
+};
+use kafka_protocol::protocol::StrBytes;
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// A proxy in process in front of the shared destination, with its mirror lookup.
+struct TestProxy {
+    proxy: Proxy,
+    lookup: Arc<InMemoryMirrorLookup>,
+}
+
+impl TestProxy {
+    async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    async fn start_with(tweak: impl FnOnce(&mut ProxySettings)) -> Self {
+        Self::start_for(&destination().bootstrap(), tweak).await
+    }
+
+    async fn start_for(bootstrap: &str, tweak: impl FnOnce(&mut ProxySettings)) -> Self {
+        let mut settings = ProxySettings::for_bootstrap(bootstrap);
+        settings.startup_timeout = Duration::from_secs(30);
+        tweak(&mut settings);
+        let lookup = Arc::new(InMemoryMirrorLookup::new());
+        let proxy = Proxy::start(settings, lookup.clone(), CancellationToken::new()).await.expect("proxy starts");
+        Self { proxy, lookup }
+    }
+
+    fn bootstrap(&self) -> String {
+        self.proxy.bootstrap_addr().to_string()
+    }
+
+    fn mirror(&self, topic: &str) {
+        self.lookup.set(topic, "dr-mirror", PartitionState::Mirroring);
+    }
+}
+
+/// Runs blocking work (a client process) off the async workers, which serve the proxy.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("blocking task")
+}
+
+fn records(n: usize, partitions: i32, tag: &str) -> Vec<ProduceLine> {
+    (0..n)
+        .map(|i| {
+            ProducerRecord::to(i as i32 % partitions)
+                .key(format!("k-{tag}-{i}"))
+                .value(format!("v-{tag}-{i}-{}", "x".repeat(i % 50)))
+                .header("h", format!("{i}"))
+                .into()
+        })
+        .collect()
+}
+
+/// Runs `cmd` with a deadline; returns (success, stdout, stderr).
+fn run(mut cmd: Command, timeout: Duration) -> (bool, String, String) {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (stdout, stderr) = (t_out.join().unwrap_or_default(), t_err.join().unwrap_or_default());
+    (status.is_some_and(|s| s.success()), stdout, stderr)
+}
+
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// librdkafka's producer (tests/interop/librdkafka/produce.py): its JSON result lines.
+fn librdkafka_produce(bootstrap: &str, topic: &str, extra: &[&str]) -> Vec<Value> {
+    let python = provision_python().expect("python with confluent-kafka");
+    let mut cmd = Command::new(python);
+    cmd.arg(repo_root().unwrap().join("tests/interop/librdkafka/produce.py"))
+        .args(["--bootstrap", bootstrap, "--topic", topic])
+        .args(extra);
+    let (ok, stdout, stderr) = run(cmd, Duration::from_secs(120));
+    assert!(ok, "librdkafka producer failed:\n{stdout}\n{stderr}");
+    json_lines(&stdout)
+}
+
+/// A Kafka tool class of the harness's Kafka version (console consumer, perf tools) with `args`.
+fn kafka_tool(class: &str, args: &[&str]) -> Command {
+    let dist = kafka_harness::dist(&kafka_harness::default_version()).expect("kafka dist");
+    let mut cmd = dist.java(&["-Xmx256m".to_owned(), "-XX:+UseSerialGC".to_owned(), "-XX:TieredStopAtLevel=1".to_owned()], None);
+    cmd.arg(class).args(args);
+    cmd
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+async fn connect(addr: &str) -> BrokerConnection {
+    BrokerConnection::connect(addr, ConnectionConfig::default()).await.expect("connect through the proxy")
+}
+
+/// Java producer (idempotent and transactional) and consumer through the proxy: the exact records,
+/// as read directly from the destination and by librdkafka through the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_librdkafka_clients_read_and_write_exact_records_through_the_proxy() {
+    let p = TestProxy::start().await;
+    let (proxy, direct) = (p.bootstrap(), destination().bootstrap());
+    let topic = unique_name("proxy-rw");
+    let java = java_client();
+    {
+        let (proxy, topic) = (proxy.clone(), topic.clone());
+        blocking(move || java.create_topic(&proxy, &topic, 3, 1, &[])).await.expect("create topic through the proxy");
+    }
+    let idem = JavaProduceOptions { idempotent: true, linger_ms: Some(5), ..Default::default() };
+    let lines = records(60, 3, "idem");
+    let acks = {
+        let (proxy, topic, lines) = (proxy.clone(), topic.clone(), lines.clone());
+        blocking(move || java.produce(&proxy, &topic, &idem, &lines)).await.expect("idempotent produce")
+    };
+    assert_eq!(acks.len(), 60);
+    let txn = JavaProduceOptions { transactional_id: Some(unique_name("txn")), ..Default::default() };
+    let mut txn_lines = vec![ProduceLine::Begin];
+    txn_lines.extend(records(9, 3, "committed"));
+    txn_lines.push(ProduceLine::Commit);
+    txn_lines.push(ProduceLine::Begin);
+    txn_lines.extend(records(6, 3, "aborted"));
+    txn_lines.push(ProduceLine::Abort);
+    {
+        let (proxy, topic) = (proxy.clone(), topic.clone());
+        blocking(move || java.produce(&proxy, &topic, &txn, &txn_lines)).await.expect("transactional produce");
+    }
+
+    let read = |bootstrap: String, opts: ConsumeOptions, rdkafka: bool| {
+        let topic = topic.clone();
+        blocking(move || if rdkafka { librdkafka_consume(&bootstrap, &topic, &opts) } else { java.consume(&bootstrap, &topic, &opts) })
+    };
+    let direct_committed = read(direct.clone(), ConsumeOptions::read_committed(), false).await.expect("direct read");
+    let via_proxy = read(proxy.clone(), ConsumeOptions::read_committed(), false).await.expect("java through the proxy");
+    let via_rdkafka = read(proxy.clone(), ConsumeOptions::read_committed(), true).await.expect("librdkafka through the proxy");
+    assert_eq!(direct_committed.len(), 69, "60 idempotent + 9 committed records");
+    assert_eq!(via_proxy, direct_committed);
+    assert_eq!(via_rdkafka, direct_committed);
+    let values: Vec<String> =
+        direct_committed.iter().filter_map(|r| r.value.as_ref().map(|v| String::from_utf8_lossy(v).into_owned())).collect();
+    assert!(values.iter().all(|v| !v.contains("aborted")));
+    assert!(values.iter().any(|v| v.starts_with("v-committed-8")));
+    // Every record of the idempotent run, at the offset the producer was told.
+    for (line, (partition, offset)) in lines.iter().zip(&acks) {
+        let ProduceLine::Record(r) = line else { continue };
+        let got = direct_committed.iter().find(|c| c.partition == *partition && c.offset == *offset).expect("acked record present");
+        assert_eq!((&got.key, &got.value), (&r.key, &r.value));
+    }
+    let read_uncommitted = read(proxy.clone(), ConsumeOptions::default(), false).await.expect("read_uncommitted");
+    assert_eq!(read_uncommitted.len(), 75, "aborted records are visible read_uncommitted");
+}
+
+/// Admin calls through the proxy: topics created and described, and the cluster described with the
+/// proxy's endpoints (never the broker's own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_calls_through_the_proxy_see_proxy_endpoints() {
+    let p = TestProxy::start().await;
+    let proxy = p.bootstrap();
+    let topic = unique_name("proxy-admin");
+    let java = java_client();
+    let (pb, t) = (proxy.clone(), topic.clone());
+    let (description, cluster) = blocking(move || {
+        java.create_topic(&pb, &t, 4, 1, &[("retention.ms", "3600000")]).expect("create");
+        (java.describe_topic(&pb, &t).expect("describe topic"), java.admin(&pb, "describe-cluster", &[]).expect("describe cluster"))
+    })
+    .await;
+    assert_eq!(description.partitions.len(), 4);
+    assert_eq!(description.configs.get("retention.ms").map(String::as_str), Some("3600000"));
+    let nodes = cluster[0]["nodes"].as_array().expect("nodes").clone();
+    assert_eq!(nodes.len(), destination().node_ids().len());
+    for node in nodes {
+        let id = node["id"].as_i64().unwrap() as i32;
+        let advertised = format!("{}:{}", node["host"].as_str().unwrap(), node["port"].as_i64().unwrap());
+        assert_eq!(Some(advertised.clone()), p.proxy.broker_endpoint(id), "node {id} must point at the proxy");
+        assert!(!destination().bootstrap().contains(&advertised), "a broker's own address leaked: {advertised}");
+    }
+    // Metadata through the proxy (harness wire client) lists only proxy endpoints too.
+    let md = kafka_harness::metadata(&proxy, Some(&[topic.as_str()]), Duration::from_secs(10)).expect("metadata");
+    for b in &md.brokers {
+        assert_eq!(Some(format!("{}:{}", b.host, b.port)), p.proxy.broker_endpoint(b.node_id));
+    }
+}
+
+/// Consumer groups through the proxy, classic protocol and the KIP-848 consumer protocol: Kafka's
+/// console consumer reads every record in a group (FindCoordinator, JoinGroup / ConsumerGroupHeartbeat,
+/// OffsetCommit all go through the proxy) and the committed offsets are at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_groups_classic_and_consumer_protocol_through_the_proxy() {
+    let p = TestProxy::start().await;
+    let proxy = p.bootstrap();
+    let topic = unique_name("proxy-group");
+    let java = java_client();
+    {
+        let (pb, t) = (proxy.clone(), topic.clone());
+        blocking(move || {
+            java.create_topic(&pb, &t, 2, 1, &[]).expect("create");
+            java.produce(&pb, &t, &JavaProduceOptions::default(), &records(20, 2, "g")).expect("produce");
+        })
+        .await;
+    }
+    for protocol in ["classic", "consumer"] {
+        let group = unique_name(&format!("group-{protocol}"));
+        let (pb, t, g) = (proxy.clone(), topic.clone(), group.clone());
+        let (ok, stdout, stderr) = blocking(move || {
+            let cmd = kafka_tool(
+                "org.apache.kafka.tools.consumer.ConsoleConsumer",
+                &[
+                    "--bootstrap-server", &pb, "--topic", &t, "--group", &g, "--from-beginning", "--max-messages", "20",
+                    "--timeout-ms", "60000", "--consumer-property", &format!("group.protocol={protocol}"),
+                ],
+            );
+            run(cmd, Duration::from_secs(120))
+        })
+        .await;
+        assert!(ok, "console consumer ({protocol}) failed:\n{stdout}\n{stderr}");
+        let mut values: Vec<&str> = stdout.lines().filter(|l| l.starts_with("v-g-")).collect();
+        values.sort_unstable();
+        assert_eq!(values.len(), 20, "{protocol}: {stdout}");
+        let (pb, g) = (proxy.clone(), group.clone());
+        let offsets = blocking(move || java.group_offsets(&pb, &g)).await.expect("group offsets");
+        let total: i64 = offsets.iter().map(|o| o.offset).sum();
+        assert_eq!(total, 20, "{protocol}: committed offsets {offsets:?}");
+    }
+}
+
+/// A produce to a mirror topic fails fast with the message, for the Java producer and librdkafka,
+/// while other topics keep working; in one request mixing both, only the mirror topic's partitions
+/// are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_to_a_mirror_topic_is_refused_per_partition_and_others_still_work() {
+    let p = TestProxy::start().await;
+    let proxy = p.bootstrap();
+    let (mirrored, free) = (unique_name("proxy-mirrored"), unique_name("proxy-free"));
+    let java = java_client();
+    {
+        let (pb, m, f) = (proxy.clone(), mirrored.clone(), free.clone());
+        blocking(move || {
+            java.create_topic(&pb, &m, 2, 1, &[]).expect("create mirrored");
+            java.create_topic(&pb, &f, 2, 1, &[]).expect("create free");
+        })
+        .await;
+    }
+    p.mirror(&mirrored);
+
+    // Java producer: fails at once with PolicyViolationException and our message.
+    let started = Instant::now();
+    let (pb, m) = (proxy.clone(), mirrored.clone());
+    let err = blocking(move || java.produce(&pb, &m, &JavaProduceOptions { idempotent: true, ..Default::default() }, &records(1, 1, "m")))
+        .await
+        .expect_err("a write to a mirror topic must fail");
+    let text = err.to_string();
+    assert!(text.contains("PolicyViolationException"), "{text}");
+    assert!(text.contains(&format!("Topic '{mirrored}' is a mirror topic of mirror 'dr-mirror' in state MIRRORING")), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(20), "must fail fast, took {:?}", started.elapsed());
+
+    // librdkafka: a non-retriable delivery error, at once.
+    let (pb, m) = (proxy.clone(), mirrored.clone());
+    let lines = blocking(move || librdkafka_produce(&pb, &m, &["--idempotent", "--count", "3"])).await;
+    let errors: Vec<&Value> = lines.iter().filter(|l| l.get("error").is_some()).collect();
+    assert_eq!(errors.len(), 3, "{lines:?}");
+    for e in errors {
+        assert_eq!(e["error"], "POLICY_VIOLATION", "{e}");
+        assert_eq!(e["retriable"], false, "{e}");
+        assert!(e["elapsed_ms"].as_i64().unwrap() < 10_000, "{e}");
+    }
+    // The free topic still works for both, through the same proxy.
+    let (pb, f) = (proxy.clone(), free.clone());
+    let ok = blocking(move || librdkafka_produce(&pb, &f, &["--count", "5"])).await;
+    assert_eq!(ok.iter().filter(|l| l.get("offset").is_some()).count(), 5, "{ok:?}");
+    let (pb, f) = (proxy.clone(), free.clone());
+    blocking(move || java.produce(&pb, &f, &JavaProduceOptions::default(), &records(4, 2, "free"))).await.expect("free topic");
+
+    // One Produce request with both topics: the free partitions are written, the mirror ones refused.
+    let md = kafka_harness::metadata(&proxy, Some(&[free.as_str()]), Duration::from_secs(10)).expect("metadata");
+    let leader = md.topics[0].partitions.iter().find(|p| p.partition_index == 0).unwrap().leader_id;
+    let broker = md.brokers.iter().find(|b| b.node_id == leader).unwrap();
+    let conn = connect(&format!("{}:{}", broker.host, broker.port)).await;
+    let record = Record { value: Some(Bytes::from_static(b"mixed")), ..Record::default() };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let batch = BatchBuilder::new().with_base_timestamp(now).with_records(vec![record]).build().expect("batch");
+    let topic = |t: &str| {
+        produce_request::TopicProduceData::default().with_name(name(t)).with_partition_data(vec![
+            produce_request::PartitionProduceData::default().with_index(0).with_records(Some(batch.clone())),
+        ])
+    };
+    let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![topic(&free), topic(&mirrored)]);
+    let response = conn.send(&request, Some(12)).await.expect("produce response");
+    let by_topic = |t: &str| response.responses.iter().find(|r| r.name.0.as_str() == t).expect("topic in response").partition_responses[0].clone();
+    assert_eq!(by_topic(&free).error_code, 0);
+    assert!(by_topic(&free).base_offset >= 0);
+    let refused = by_topic(&mirrored);
+    assert_eq!(refused.error_code, 44);
+    assert!(refused.error_message.as_ref().is_some_and(|m| m.contains("mirror 'dr-mirror'")), "{refused:?}");
+    assert!(p.proxy.metrics().refused_partitions() >= 3);
+
+    // Once the mirror topic is STOPPED, it is writable.
+    p.lookup.set(&mirrored, "dr-mirror", PartitionState::Stopped);
+    let (pb, m) = (proxy.clone(), mirrored.clone());
+    blocking(move || java.produce(&pb, &m, &JavaProduceOptions::default(), &records(2, 2, "after-stop"))).await.expect("stopped topic is writable");
+}
+
+/// DeleteRecords, CreatePartitions and changes of mirrored configs are refused on mirror topics;
+/// local configs and other topics go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_writes_to_mirror_topics_are_refused() {
+    let p = TestProxy::start().await;
+    let proxy = p.bootstrap();
+    let (mirrored, free) = (unique_name("proxy-adm-m"), unique_name("proxy-adm-f"));
+    let java = java_client();
+    {
+        let (pb, m, f) = (proxy.clone(), mirrored.clone(), free.clone());
+        blocking(move || {
+            java.create_topic(&pb, &m, 1, 1, &[]).expect("create");
+            java.create_topic(&pb, &f, 1, 1, &[]).expect("create");
+            java.produce(&pb, &m, &JavaProduceOptions::default(), &records(5, 1, "m")).expect("produce before mirroring");
+            java.produce(&pb, &f, &JavaProduceOptions::default(), &records(5, 1, "f")).expect("produce");
+        })
+        .await;
+    }
+    p.mirror(&mirrored);
+
+    // The Java admin client's DeleteRecords.
+    let (pb, m) = (proxy.clone(), mirrored.clone());
+    let err = blocking(move || java.delete_records(&pb, &m, 0, 2)).await.expect_err("delete records on a mirror topic");
+    assert!(err.to_string().contains("PolicyViolationException"), "{err}");
+    let (pb, f) = (proxy.clone(), free.clone());
+    assert_eq!(blocking(move || java.delete_records(&pb, &f, 0, 2)).await.expect("free topic"), 2);
+
+    let conn = connect(&proxy).await;
+    // DeleteRecords with both topics in one request (sent to the partitions' leader: one broker here
+    // or the request is split by topic below).
+    let dr = DeleteRecordsRequest::default().with_timeout_ms(5000).with_topics(
+        [&free, &mirrored]
+            .iter()
+            .map(|t| {
+                delete_records_request::DeleteRecordsTopic::default().with_name(name(t)).with_partitions(vec![
+                    delete_records_request::DeleteRecordsPartition::default().with_partition_index(0).with_offset(3),
+                ])
+            })
+            .collect(),
+    );
+    let md = kafka_harness::metadata(&proxy, Some(&[free.as_str(), mirrored.as_str()]), Duration::from_secs(10)).unwrap();
+    if md.topics.iter().all(|t| t.partitions[0].leader_id == md.topics[0].partitions[0].leader_id) {
+        let leader = md.brokers.iter().find(|b| b.node_id == md.topics[0].partitions[0].leader_id).unwrap();
+        let leader_conn = connect(&format!("{}:{}", leader.host, leader.port)).await;
+        let r = leader_conn.send(&dr, None).await.expect("delete records");
+        for t in &r.topics {
+            let code = t.partitions[0].error_code;
+            if t.name.0.as_str() == free { assert_eq!(code, 0) } else { assert_eq!(code, 44) }
+        }
+    }
+
+    // CreatePartitions.
+    let cp = CreatePartitionsRequest::default().with_timeout_ms(10_000).with_topics(
+        [&free, &mirrored]
+            .iter()
+            .map(|t| create_partitions_request::CreatePartitionsTopic::default().with_name(name(t)).with_count(2).with_assignments(None))
+            .collect(),
+    );
+    let r = conn.send(&cp, None).await.expect("create partitions");
+    for result in &r.results {
+        if result.name.0.as_str() == free {
+            assert_eq!(result.error_code, 0, "{result:?}");
+        } else {
+            assert_eq!(result.error_code, 44, "{result:?}");
+            assert!(result.error_message.as_ref().is_some_and(|m| m.contains("mirror topic")), "{result:?}");
+        }
+    }
+    assert_eq!(r.results.len(), 2);
+
+    // IncrementalAlterConfigs: a mirrored setting refused, a local one allowed.
+    let alter = |topic: &str, config: &str, value: &str| {
+        IncrementalAlterConfigsRequest::default().with_resources(vec![
+            incremental_alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_string(topic.to_owned()))
+                .with_configs(vec![
+                    incremental_alter_configs_request::AlterableConfig::default()
+                        .with_name(StrBytes::from_string(config.to_owned()))
+                        .with_config_operation(0)
+                        .with_value(Some(StrBytes::from_string(value.to_owned()))),
+                ]),
+        ])
+    };
+    let r = conn.send(&alter(&mirrored, "retention.ms", "1000"), None).await.expect("alter configs");
+    assert_eq!(r.responses[0].error_code, 44, "{r:?}");
+    let r = conn.send(&alter(&mirrored, "min.insync.replicas", "1"), None).await.expect("alter configs");
+    assert_eq!(r.responses[0].error_code, 0, "local settings stay alterable: {r:?}");
+    let r = conn.send(&alter(&free, "retention.ms", "1000"), None).await.expect("alter configs");
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+}
+
+/// ApiVersions through the proxy: every API the proxy reads is capped to what it can decode; the
+/// rest is the broker's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_versions_are_capped_to_what_the_proxy_decodes() {
+    let p = TestProxy::start().await;
+    let direct = connect(&destination().bootstrap()).await;
+    let via = connect(&p.bootstrap()).await;
+    for key in [ApiKey::Produce, ApiKey::Fetch, ApiKey::Metadata, ApiKey::FindCoordinator, ApiKey::DescribeCluster, ApiKey::DeleteRecords, ApiKey::CreatePartitions, ApiKey::IncrementalAlterConfigs, ApiKey::SaslHandshake, ApiKey::JoinGroup, ApiKey::OffsetCommit] {
+        let (Some(b), Some(v)) = (direct.versions().range(key), via.versions().range(key)) else {
+            panic!("{key:?} missing: direct {:?}, proxy {:?}", direct.versions().range(key), via.versions().range(key));
+        };
+        match proxy_range(key) {
+            Some((min, max)) => assert_eq!((v.min, v.max), (b.min.max(min), b.max.min(max)), "{key:?}"),
+            None => assert_eq!((v.min, v.max), (b.min, b.max), "{key:?} must pass through"),
+        }
+    }
+}
+
+/// Garbage, oversized frames, unknown and unsupported versions: each closes only its connection;
+/// the proxy and a connection opened before keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_input_closes_only_its_own_connection() {
+    let p = TestProxy::start_with(|s| s.max_frame_bytes = 1 << 20).await;
+    let bootstrap = p.bootstrap();
+    let healthy = connect(&bootstrap).await;
+    let expect_closed = |label: &str, bytes: &[u8]| {
+        let mut s = StdTcpStream::connect(&bootstrap).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(bytes).expect("write");
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).unwrap_or(0);
+        assert_eq!(n, 0, "{label}: the proxy must close the connection, got {n} bytes");
+    };
+    let with_len = |body: &[u8]| {
+        let mut f = (body.len() as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(body);
+        f
+    };
+    // Oversized: announced 1 GiB, nothing else sent.
+    expect_closed("oversized", &(1i32 << 30).to_be_bytes());
+    // Negative length.
+    expect_closed("negative length", &(-7i32).to_be_bytes());
+    // A Produce v9 whose body is garbage.
+    expect_closed("garbage produce", &with_len(&[0, 0, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0, 0xde, 0xad, 0xbe, 0xef, 0x7f, 0xff, 0xff]));
+    // A Produce v9 announcing 2^31-1 topics in a tiny frame.
+    expect_closed("huge count", &with_len(&[0, 0, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f]));
+    // Shorter than a request header.
+    expect_closed("short header", &with_len(&[0, 3]));
+    // Produce v99 (no proxy can read it) and Metadata v99.
+    expect_closed("produce v99", &with_len(&[0, 0, 0, 99, 0, 0, 0, 1, 0xff, 0xff]));
+    expect_closed("metadata v99", &with_len(&[0, 3, 0, 99, 0, 0, 0, 1, 0xff, 0xff]));
+
+    // ApiVersions v99: answered (UNSUPPORTED_VERSION, v0) rather than closed, as a broker does.
+    let mut s = StdTcpStream::connect(&bootstrap).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&with_len(&[0, 18, 0, 99, 0, 0, 0, 42, 0xff, 0xff])).unwrap();
+    let mut head = [0u8; 10];
+    s.read_exact(&mut head).expect("an ApiVersions answer");
+    assert_eq!(i32::from_be_bytes([head[4], head[5], head[6], head[7]]), 42, "correlation id");
+    assert_eq!(i16::from_be_bytes([head[8], head[9]]), 35, "UNSUPPORTED_VERSION");
+
+    // The earlier connection and new ones still work.
+    let md = healthy.send(&kafka_protocol::messages::MetadataRequest::default(), None).await.expect("still served");
+    assert!(!md.brokers.is_empty());
+    assert!(connect(&bootstrap).await.versions().range(ApiKey::Produce).is_some());
+    assert!(p.proxy.metrics().malformed_requests() >= 3);
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn proxy_binary(yaml: &str, env: &[(&str, &str)]) -> Command {
+    let dir = std::env::temp_dir().join(unique_name("kmp-config"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("proxy.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kafka-mirror-proxy"));
+    cmd.arg("--config").arg(&file).env("RUST_LOG", "info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// `kafka-mirror-proxy --config FILE` with a wrong key, a bad address or an unreachable destination:
+/// one line naming the key, exit status 1.
+#[test]
+fn the_binary_names_the_key_of_a_bad_configuration() {
+    let good = |dest: &str| {
+        format!("proxy:\n  listen: \"127.0.0.1:0\"\n  advertised_host: \"127.0.0.1\"\ndestination:\n  bootstrap_servers: \"{dest}\"\n  startup_timeout_ms: 2000\n")
+    };
+    let dead = format!("127.0.0.1:{}", free_port());
+    let cases = [
+        ("unknown key", good(&dead).replace("listen:", "lisen:"), vec![], "lisen"),
+        ("bad address", good(&dead).replace("127.0.0.1:0", "not-an-address"), vec![], "proxy.listen"),
+        ("bad env address", good(&dead), vec![("KMP_ADMIN__METRICS_LISTEN", "nowhere")], "admin.metrics_listen"),
+        ("unreachable destination", good(&dead), vec![], "destination.bootstrap_servers"),
+    ];
+    for (label, yaml, env, key) in cases {
+        let (ok, stdout, stderr) = run(proxy_binary(&yaml, &env), Duration::from_secs(60));
+        assert!(!ok, "{label}: must fail");
+        let line = stderr.lines().rev().find(|l| l.starts_with("kafka-mirror-proxy:")).unwrap_or_else(|| panic!("{label}: no error line in {stderr}"));
+        assert!(line.contains(key), "{label}: {line}");
+        assert!(stdout.is_empty(), "{label}: stdout {stdout}");
+    }
+}
+
+/// The binary serves clients, reports health, and on SIGTERM drains and exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_and_drains_on_sigterm() {
+    let (port, metrics_port) = (free_port(), free_port());
+    let yaml = "proxy:\n  listen: \"127.0.0.1:1\"\ndestination:\n  bootstrap_servers: \"127.0.0.1:1\"\n";
+    let bootstrap = format!("127.0.0.1:{port}");
+    let env = [
+        ("KMP_PROXY__LISTEN", bootstrap.as_str()),
+        ("KMP_PROXY__BROKER_PORT_BASE", "0"),
+        ("KMP_DESTINATION__BOOTSTRAP_SERVERS", &destination().bootstrap()),
+        ("KMP_ADMIN__METRICS_LISTEN", &format!("127.0.0.1:{metrics_port}")),
+    ];
+    let mut cmd = proxy_binary(yaml, &env);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn the proxy");
+    let health = |path: &str| {
+        let mut s = StdTcpStream::connect(("127.0.0.1", metrics_port)).ok()?;
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).ok()?;
+        let mut body = String::new();
+        s.read_to_string(&mut body).ok()?;
+        Some(body)
+    };
+    let start = Instant::now();
+    while !health("/health").is_some_and(|b| b.starts_with("HTTP/1.1 200")) {
+        assert!(start.elapsed() < Duration::from_secs(30), "the proxy did not become healthy");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let topic = unique_name("proxy-bin");
+    let java = java_client();
+    let (b, t) = (bootstrap.clone(), topic.clone());
+    blocking(move || {
+        java.create_topic(&b, &t, 1, 1, &[]).expect("create through the binary");
+        java.produce(&b, &t, &JavaProduceOptions::default(), &records(3, 1, "bin")).expect("produce through the binary");
+        assert_eq!(java.consume(&b, &t, &ConsumeOptions::default()).expect("consume").len(), 3);
+    })
+    .await;
+    let metrics = health("/metrics").expect("metrics");
+    assert!(metrics.contains("kafka_mirror_proxy_requests_total{api=\"Produce\"}"), "{metrics}");
+
+    // An idle client connection stays open during the drain and is closed by it.
+    let idle = connect(&bootstrap).await;
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let start = Instant::now();
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(exit.success(), "exit {exit:?}\n{stderr}");
+    assert!(stderr.contains("received signal") && stderr.contains("shut down gracefully"), "{stderr}");
+    assert!(!stderr.contains(" ERROR "), "{stderr}");
+    drop(idle);
+}
+
+/// How each candidate refusal code looks to the Java producer and to librdkafka (the measurement
+/// behind `policy.refusal_error_code`'s default, documented in `src/proxy/policy.rs`). Prints one row
+/// per code; asserts that the default, POLICY_VIOLATION, fails fast and non-retriably in both and
+/// that the Java producer shows our message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::print_stderr, reason = "the measurement table is the point of this test")]
+async fn refusal_error_codes_as_clients_see_them() {
+    let java = java_client();
+    let topic = unique_name("proxy-codes");
+    {
+        let (b, t) = (destination().bootstrap(), topic.clone());
+        blocking(move || java.create_topic(&b, &t, 1, 1, &[])).await.expect("create");
+    }
+    let mut rows = Vec::new();
+    for code in [44i16, 29, 17, 87, -1] {
+        let p = TestProxy::start_with(|s| s.refusal_error_code = code).await;
+        p.mirror(&topic);
+        let (b, t) = (p.bootstrap(), topic.clone());
+        let started = Instant::now();
+        let java_result = blocking(move || {
+            let opts = JavaProduceOptions { idempotent: true, props: vec![("delivery.timeout.ms".into(), "20000".into())], ..Default::default() };
+            java.produce(&b, &t, &opts, &records(1, 1, "code"))
+        })
+        .await;
+        let java_ms = started.elapsed().as_millis();
+        let java_text = match &java_result {
+            Ok(_) => "accepted?!".to_owned(),
+            Err(e) => e.to_string().lines().find(|l| l.starts_with("error:")).unwrap_or("no error line").trim_start_matches("error: ").to_owned(),
+        };
+        let (b, t) = (p.bootstrap(), topic.clone());
+        let rd = blocking(move || librdkafka_produce(&b, &t, &["--idempotent", "--timeout-ms", "20000"])).await;
+        let rd_err = rd.iter().find(|l| l.get("error").is_some()).cloned().unwrap_or(Value::Null);
+        eprintln!(
+            "refusal code {code:>3}: java {java_ms:>5} ms: {java_text} | librdkafka {} ms: {} {} (retriable {}, fatal {})",
+            rd_err["elapsed_ms"], rd_err["error"], rd_err["message"], rd_err["retriable"], rd_err["fatal"]
+        );
+        rows.push((code, java_ms, java_text, rd_err));
+    }
+    let (_, java_ms, java_text, rd) = &rows[0];
+    assert!(*java_ms < 15_000 && java_text.contains("PolicyViolationException") && java_text.contains("dr-mirror"), "{java_text}");
+    assert_eq!(rd["error"], "POLICY_VIOLATION");
+    assert_eq!(rd["retriable"], false);
+    assert!(rd["elapsed_ms"].as_i64().unwrap() < 10_000);
+}
+
+/// Checks the JSON lines of an interop program (tests/interop/*): every step present, the brokers
+/// it saw are the proxy's, the mirror step failed fast and non-retriably. Returns the mirror step.
+fn check_interop_steps(client: &str, p: &TestProxy, stdout: &str, groups: &[&str]) -> Value {
+    let steps = json_lines(stdout);
+    let step = |name: &str| steps.iter().find(|s| s["step"] == name).cloned().unwrap_or_else(|| panic!("{client}: no {name} step in {stdout}"));
+    let describe = step("describe");
+    assert_eq!(describe["partitions"], 2, "{client}: {describe}");
+    for b in describe["brokers"].as_array().expect("brokers") {
+        let advertised = format!("{}:{}", b["host"].as_str().unwrap(), b["port"]);
+        assert_eq!(Some(advertised), p.proxy.broker_endpoint(b["id"].as_i64().unwrap() as i32), "{client}: {b}");
+    }
+    assert_eq!(step("produce")["count"], 10, "{client}");
+    assert_eq!(step("transaction")["committed"], 5, "{client}");
+    for protocol in groups {
+        let g = steps.iter().find(|s| s["step"] == "group" && s["protocol"] == *protocol).unwrap_or_else(|| panic!("{client}: no {protocol} group step"));
+        assert!(g["records"].as_i64().unwrap() >= 15, "{client}: {g}");
+    }
+    let mirror = step("mirror");
+    assert_eq!(mirror["retriable"], false, "{client}: {mirror}");
+    assert!(mirror["elapsed_ms"].as_i64().unwrap() < 10_000, "{client}: {mirror}");
+    mirror
+}
+
+/// The topic and mirror topic for an interop run: the topic is created by the client, the mirror
+/// topic exists and is mirrored.
+async fn interop_topics(p: &TestProxy) -> (String, String) {
+    let (topic, mirrored) = (unique_name("proxy-interop"), unique_name("proxy-interop-m"));
+    let (b, m) = (p.bootstrap(), mirrored.clone());
+    let java = java_client();
+    blocking(move || java.create_topic(&b, &m, 1, 1, &[])).await.expect("create mirror topic");
+    p.mirror(&mirrored);
+    (topic, mirrored)
+}
+
+/// franz-go (tests/interop/franz-go): admin, idempotent and transactional produce, classic and
+/// KIP-848 consumer groups, and a refused produce to a mirror topic, all through the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::print_stderr, reason = "the client's view of a refusal, for the record")]
+async fn franz_go_through_the_proxy() {
+    let p = TestProxy::start().await;
+    let (topic, mirrored) = interop_topics(&p).await;
+    let dir = repo_root().unwrap().join("tests/interop/franz-go");
+    let mut cmd = Command::new("go");
+    cmd.current_dir(&dir).args(["run", "."]).args([
+        "-bootstrap", &p.bootstrap(), "-topic", &topic, "-mirror-topic", &mirrored,
+        "-txn-id", &unique_name("franz-txn"), "-group-prefix", &unique_name("franz-group"),
+    ]);
+    let (ok, stdout, stderr) = blocking(move || run(cmd, Duration::from_secs(400))).await;
+    assert!(ok, "franz-go failed (is Go installed? .ci/run downloads the modules):\n{stdout}\n{stderr}");
+    let mirror = check_interop_steps("franz-go", &p, &stdout, &["classic", "consumer"]);
+    assert_eq!(mirror["code"], 44, "{mirror}");
+    eprintln!("franz-go refusal: {mirror}");
+}
+
+/// KafkaJS (tests/interop/kafkajs): admin, idempotent and transactional produce, a classic consumer
+/// group (KafkaJS has no KIP-848), and a refused produce to a mirror topic, all through the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::print_stderr, reason = "the client's view of a refusal, for the record")]
+async fn kafkajs_through_the_proxy() {
+    let p = TestProxy::start().await;
+    let (topic, mirrored) = interop_topics(&p).await;
+    let dir = repo_root().unwrap().join("tests/interop/kafkajs");
+    if !dir.join("node_modules/kafkajs").is_dir() {
+        let mut npm = Command::new("npm");
+        npm.current_dir(&dir).args(["ci", "--no-audit", "--no-fund"]);
+        let (ok, stdout, stderr) = blocking(move || run(npm, Duration::from_secs(300))).await;
+        assert!(ok, "npm ci failed:\n{stdout}\n{stderr}");
+    }
+    let mut cmd = Command::new("node");
+    cmd.current_dir(&dir).arg("index.js").args([
+        "--bootstrap", &p.bootstrap(), "--topic", &topic, "--mirror-topic", &mirrored,
+        "--txn-id", &unique_name("kafkajs-txn"), "--group", &unique_name("kafkajs-group"),
+    ]);
+    let (ok, stdout, stderr) = blocking(move || run(cmd, Duration::from_secs(200))).await;
+    assert!(ok, "KafkaJS failed:\n{stdout}\n{stderr}");
+    let mirror = check_interop_steps("KafkaJS", &p, &stdout, &["classic"]);
+    assert_eq!(mirror["code"], "POLICY_VIOLATION", "{mirror}");
+    eprintln!("KafkaJS refusal: {mirror}");
+}
+
+/// A leader change (the leader killed) and a broker restart while a Java producer (idempotent,
+/// acks=all) and a consumer group stream through the proxy: both finish, every record is written
+/// exactly once and read. Runs its own 3-broker cluster, since it kills brokers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_recover_from_a_leader_change_and_a_broker_restart() {
+    let cluster = blocking(|| kafka_harness::Cluster::start(kafka_harness::ClusterSpec::new("proxy-failover").brokers(3)))
+        .await
+        .expect("3-broker cluster");
+    let cluster = Arc::new(cluster);
+    let p = TestProxy::start_for(&cluster.bootstrap(), |_| {}).await;
+    let proxy = p.bootstrap();
+    let topic = unique_name("proxy-failover");
+    let java = java_client();
+    let (b, t) = (proxy.clone(), topic.clone());
+    blocking(move || java.create_topic(&b, &t, 1, 3, &[("min.insync.replicas", "2")])).await.expect("create");
+    const RECORDS: u32 = 24_000;
+    let (b, t) = (proxy.clone(), topic.clone());
+    let producer = tokio::task::spawn_blocking(move || {
+        let props = format!("bootstrap.servers={b}");
+        let cmd = kafka_tool(
+            "org.apache.kafka.tools.ProducerPerformance",
+            &[
+                "--topic", &t, "--num-records", &RECORDS.to_string(), "--throughput", "1500", "--record-size", "100",
+                "--producer-props", &props, "acks=all", "enable.idempotence=true", "delivery.timeout.ms=120000",
+            ],
+        );
+        run(cmd, Duration::from_secs(240))
+    });
+    let (b, t, g) = (proxy.clone(), topic.clone(), unique_name("failover-group"));
+    let consumer = tokio::task::spawn_blocking(move || {
+        let cmd = kafka_tool(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            &["--bootstrap-server", &b, "--topic", &t, "--group", &g, "--from-beginning", "--max-messages", &RECORDS.to_string(), "--timeout-ms", "120000"],
+        );
+        run(cmd, Duration::from_secs(240))
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Asked through the proxy's bootstrap listener, which finds a live broker.
+    let leader = || {
+        kafka_harness::metadata(&proxy, Some(&[topic.as_str()]), Duration::from_secs(10))
+            .ok()
+            .and_then(|md| md.topics.first().and_then(|t| t.partitions.first()).map(|p| p.leader_id))
+            .unwrap_or(-1)
+    };
+    let first = leader();
+    let c = cluster.clone();
+    blocking(move || c.kill_broker(first)).await.expect("kill the leader");
+    let start = Instant::now();
+    while leader() == first || leader() < 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "no new leader");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let c = cluster.clone();
+    blocking(move || c.start_broker(first)).await.expect("restart the old leader");
+
+    let (ok, stdout, stderr) = producer.await.expect("producer task");
+    assert!(ok, "producer failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(&format!("{RECORDS} records sent")), "{stdout}");
+    let (ok, stdout, stderr) = consumer.await.expect("consumer task");
+    assert!(ok, "consumer failed:\n{stderr}");
+    assert!(stderr.contains(&format!("Processed a total of {RECORDS} messages")), "{stderr}");
+    assert_eq!(stdout.lines().filter(|l| !l.is_empty()).count(), RECORDS as usize);
+    let (b, t) = (proxy.clone(), topic.clone());
+    let offsets = blocking(move || java.offsets(&b, &t)).await.expect("offsets");
+    assert_eq!(offsets[0].latest, i64::from(RECORDS), "exactly once: no duplicates, no loss");
+}
+
+/// TLS on the client side (`proxy.tls`): the Java clients and librdkafka produce and read exact
+/// records through a TLS proxy; a plaintext client is refused without harm to the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_clients_through_the_proxy() {
+    let dir = std::env::temp_dir().join(unique_name("kmp-tls"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let mut openssl = Command::new("openssl");
+    openssl
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert);
+    let (ok, _, stderr) = run(openssl, Duration::from_secs(60));
+    assert!(ok, "openssl: {stderr}");
+    let (c, k) = (cert.clone(), key.clone());
+    let p = TestProxy::start_with(move |s| s.tls = Some((c, k))).await;
+    let proxy = p.bootstrap();
+    let topic = unique_name("proxy-tls");
+    let java = java_client();
+    let (d, t) = (destination().bootstrap(), topic.clone());
+    blocking(move || java.create_topic(&d, &t, 2, 1, &[])).await.expect("create (directly)");
+
+    // A plaintext Kafka request to the TLS listener: the handshake fails, only that connection closes
+    // (the TLS clients below still work).
+    let mut s = StdTcpStream::connect(&proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[0, 0, 0, 10, 0, 18, 0, 3, 0, 0, 0, 1, 0xff, 0xff]).unwrap();
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).unwrap_or(0);
+    assert!(n == 0 || buf[0] == 0x15, "expected a close or a TLS alert, got {:?}", &buf[..n]);
+
+    let java_tls: Vec<(String, String)> = vec![
+        ("security.protocol".into(), "SSL".into()),
+        ("ssl.truststore.type".into(), "PEM".into()),
+        ("ssl.truststore.location".into(), cert.display().to_string()),
+    ];
+    let (b, t, props) = (proxy.clone(), topic.clone(), java_tls.clone());
+    let acks = blocking(move || {
+        let opts = JavaProduceOptions { idempotent: true, props, ..Default::default() };
+        java.produce(&b, &t, &opts, &records(30, 2, "tls"))
+    })
+    .await
+    .expect("produce over TLS");
+    assert_eq!(acks.len(), 30);
+    let (b, t) = (proxy.clone(), topic.clone());
+    let via_java = blocking(move || java.consume(&b, &t, &ConsumeOptions { props: java_tls, ..ConsumeOptions::default() })).await.expect("consume over TLS");
+    let rd_tls = vec![("security.protocol".to_owned(), "ssl".to_owned()), ("ssl.ca.location".to_owned(), cert.display().to_string())];
+    let (b, t) = (proxy.clone(), topic.clone());
+    let via_rdkafka = blocking(move || librdkafka_consume(&b, &t, &ConsumeOptions { props: rd_tls, ..ConsumeOptions::default() })).await.expect("librdkafka over TLS");
+    let (d, t) = (destination().bootstrap(), topic.clone());
+    let direct = blocking(move || java.consume(&d, &t, &ConsumeOptions::default())).await.expect("direct");
+    assert_eq!(direct.len(), 30);
+    assert_eq!(via_java, direct);
+    assert_eq!(via_rdkafka, direct);
+
+}
