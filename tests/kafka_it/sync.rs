@@ -147,3 +147,34 @@ async fn topic_configs_and_partition_increases_follow_the_source() {
     crate::replicator::assert_identical(java, src, dst, &topic).await;
     replicator.shutdown().await;
 }
+
+/// A new source topic matching the mirror's pattern is found and, added to the replicator, mirrors
+/// with exact offsets; internal and non-matching topics are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_topics_matching_the_pattern_are_found() {
+    use kafka_mirror_proxy::sync::{DEFAULT_EXCLUDED_TOPICS, TopicPattern, new_matching_topics};
+    let (src, dst, java) = (source(), destination(), java_client());
+    let prefix = unique_name("regex");
+    let first = format!("{prefix}.a");
+    java.create_topic(&src.bootstrap(), &first, 1, 1, &[]).unwrap();
+    let replicator = start(src, dst, std::slice::from_ref(&first), IsolationLevel::ReadCommitted).await;
+    let s = client(&src.bootstrap()).await;
+    let pattern = TopicPattern::new(&format!("{}\\..*", regex::escape(&prefix)), DEFAULT_EXCLUDED_TOPICS).unwrap();
+
+    let (second, other) = (format!("{prefix}.b"), format!("{prefix}-other"));
+    java.create_topic(&src.bootstrap(), &second, 2, 1, &[]).unwrap();
+    java.create_topic(&src.bootstrap(), &other, 1, 1, &[]).unwrap();
+    let lines: Vec<ProduceLine> = (0..12).map(|i| ProducerRecord::to(i % 2).key(format!("k{i}")).value("v").into()).collect();
+    java.produce(&src.bootstrap(), &second, &JavaProduceOptions::default(), &lines).unwrap();
+    let mirrored: BTreeSet<String> = replicator.topics().into_iter().collect();
+    let found = new_matching_topics(&s, &pattern, &mirrored).await.unwrap();
+    assert_eq!(found, vec![second.clone()]);
+    for t in &found {
+        replicator.add_topic(t).await;
+    }
+    wait_caught_up(&replicator, &s, &second).await;
+    crate::replicator::assert_identical(java, src, dst, &second).await;
+    let mirrored: BTreeSet<String> = replicator.topics().into_iter().collect();
+    assert!(new_matching_topics(&s, &pattern, &mirrored).await.unwrap().is_empty());
+    replicator.shutdown().await;
+}
