@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreateTopicsRequest, DeleteRecordsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    ApiKey, BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, DescribeClusterRequest, DescribeConfigsRequest,
     DescribeProducersRequest, FetchRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, ProduceRequest,
     ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
 };
-use kafka_protocol::messages::{create_topics_request, delete_records_request, describe_configs_request,
+use kafka_protocol::messages::{create_partitions_request, create_topics_request, delete_records_request, describe_configs_request,
     describe_producers_request, fetch_request, incremental_alter_configs_request, list_offsets_request,
     produce_request, write_txn_markers_request};
 use kafka_protocol::protocol::StrBytes;
@@ -812,6 +812,41 @@ impl Client {
                 }
             })
             .collect())
+    }
+
+    /// Raises `topic`'s partition count to `count`. A count the topic already has is success.
+    ///
+    /// # Errors
+    /// E.g. `InvalidPartitions` for a count below the current one.
+    pub async fn create_partitions(&self, topic: &str, count: i32, timeout: Duration) -> Result<(), ClientError> {
+        let request = CreatePartitionsRequest::default()
+            .with_timeout_ms(i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX))
+            .with_topics(vec![create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(topic_name(topic))
+                .with_count(count)
+                .with_assignments(None)]);
+        let target = Target { topic: Some(topic.to_owned()), ..Target::default() };
+        let result = self
+            .retrying(&[topic], || async {
+                let broker = self.any_broker()?;
+                let response = self.send_to(broker, &request, None).await?;
+                let result = response
+                    .results
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| ClientError::MissingInResponse { api_key: ApiKey::CreatePartitions, target: target.clone() })?;
+                if result.error_code == ErrorCode::NotController.code() {
+                    broker_error(ApiKey::CreatePartitions, target.clone(), result.error_code, None)?;
+                }
+                Ok(result)
+            })
+            .await?;
+        // Kafka answers InvalidPartitions when the topic already has `count` partitions.
+        let metadata = self.refresh_metadata(&[topic]).await?;
+        if metadata.topics.get(topic).is_some_and(|t| t.partitions.len() as i32 == count) {
+            return Ok(());
+        }
+        broker_error(ApiKey::CreatePartitions, target, result.error_code, result.error_message.as_ref())
     }
 
     /// Describes every config of `resource`.

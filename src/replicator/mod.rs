@@ -42,10 +42,15 @@ use partition::{PartitionCopier, Shared};
 
 type StatusMap = BTreeMap<(String, i32), Arc<Mutex<PartitionStatus>>>;
 
+/// The topics being copied, as set up: what was recorded about the source, and how many partitions
+/// have a copier.
+type TopicMap = BTreeMap<String, topic::SourceTopic>;
+
 /// A running replicator for a set of topics.
 #[derive(Debug)]
 pub struct Replicator {
     statuses: Arc<Mutex<StatusMap>>,
+    topics: Mutex<TopicMap>,
     shared: Arc<Shared>,
     cancel: CancellationToken,
     tasks: TaskTracker,
@@ -59,7 +64,13 @@ impl Replicator {
         let cancel = CancellationToken::new();
         let writers = writer::Writers::new(destination.clone(), config.clone(), cancel.clone());
         let shared = Arc::new(Shared { source, destination, config, budget, writers });
-        let replicator = Self { statuses: Arc::new(Mutex::new(BTreeMap::new())), shared, cancel, tasks: TaskTracker::new() };
+        let replicator = Self {
+            statuses: Arc::new(Mutex::new(BTreeMap::new())),
+            topics: Mutex::new(BTreeMap::new()),
+            shared,
+            cancel,
+            tasks: TaskTracker::new(),
+        };
         for topic in topics {
             replicator.add_topic(topic).await;
         }
@@ -99,11 +110,60 @@ impl Replicator {
                 return;
             }
         };
-        for p in 0..described.partitions {
-            let status = self.status_entry(topic, p, PartitionState::Preparing);
+        self.spawn_partitions(&described, 0);
+        self.lock_topics().insert(topic.to_owned(), described);
+    }
+
+    fn lock_topics(&self) -> std::sync::MutexGuard<'_, TopicMap> {
+        self.topics.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn spawn_partitions(&self, described: &topic::SourceTopic, from: i32) {
+        for p in from..described.partitions {
+            let status = self.status_entry(&described.name, p, PartitionState::Preparing);
             let copier = PartitionCopier::new(self.shared.clone(), described.clone(), p, status);
             self.tasks.spawn(copier.run(self.cancel.child_token()));
         }
+    }
+
+    /// The topics being copied.
+    pub fn topics(&self) -> Vec<String> {
+        self.lock_topics().keys().cloned().collect()
+    }
+
+    /// Follows a partition increase of `topic` at the source: creates the new partitions on the
+    /// destination and starts copying them. Returns the partition count now copied.
+    ///
+    /// # Errors
+    /// The source cannot be read, the topic was re-created (its id changed), or the destination
+    /// refuses the new partitions.
+    pub async fn sync_partitions(&self, topic: &str) -> Result<i32, ReplicationError> {
+        let Some(recorded) = self.lock_topics().get(topic).cloned() else {
+            return Err(ReplicationError::SourceTopicChanged { topic: topic.to_owned(), detail: "is not mirrored here".to_owned() });
+        };
+        let now = topic::describe_source(&self.shared.source, topic).await?;
+        if now.topic_id != recorded.topic_id {
+            return Err(ReplicationError::SourceTopicChanged {
+                topic: topic.to_owned(),
+                detail: format!("was re-created (topic id {} is now {})", recorded.topic_id, now.topic_id),
+            });
+        }
+        if now.partitions <= recorded.partitions {
+            return Ok(recorded.partitions);
+        }
+        self.shared
+            .destination
+            .create_partitions(topic, now.partitions, self.shared.config.write_timeout)
+            .await
+            .map_err(|e| ReplicationError::DestinationTopic { topic: topic.to_owned(), detail: format!("cannot add partitions: {e}") })?;
+        for p in recorded.partitions..now.partitions {
+            self.shared.destination.leader_of(topic, p).await.map_err(|source| ReplicationError::Unavailable { side: "destination", source })?;
+        }
+        let updated = topic::SourceTopic { partitions: now.partitions, ..recorded.clone() };
+        self.spawn_partitions(&updated, recorded.partitions);
+        self.lock_topics().insert(topic.to_owned(), updated);
+        tracing::info!(topic, from = recorded.partitions, to = now.partitions, "mirroring new partitions");
+        Ok(now.partitions)
     }
 
     /// Every partition's status, sorted by topic and partition.

@@ -100,3 +100,81 @@ async fn consumer_group_offsets_arrive_unchanged_and_active_groups_are_left_alon
     drop(consumer);
     replicator.shutdown().await;
 }
+
+/// A topic config change and a partition increase at the source reach the destination, and the new
+/// partition mirrors with exact offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_configs_and_partition_increases_follow_the_source() {
+    use kafka_mirror_proxy::client::{AlterConfigOp, ConfigResource};
+    use kafka_mirror_proxy::sync::{ConfigFilter, sync_topic_configs};
+    let (src, dst, java) = (source(), destination(), java_client());
+    let topic = unique_name("sync-topic");
+    java.create_topic(&src.bootstrap(), &topic, 1, 1, &[("retention.ms", "86400000")]).unwrap();
+    let write = |partitions: i32, from: usize| {
+        let lines: Vec<ProduceLine> = (from..from + 10).map(|i| ProducerRecord::to(i as i32 % partitions).key(format!("k{i}")).value("v").into()).collect();
+        java.produce(&src.bootstrap(), &topic, &JavaProduceOptions::default(), &lines).unwrap();
+    };
+    write(1, 0);
+    let replicator = start(src, dst, std::slice::from_ref(&topic), IsolationLevel::ReadCommitted).await;
+    let (s, d) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
+    wait_caught_up(&replicator, &s, &topic).await;
+
+    let resource = ConfigResource::Topic(topic.clone());
+    s.incremental_alter_configs(&resource, &[AlterConfigOp::Set("retention.ms".into(), "172800000".into()), AlterConfigOp::Set("min.insync.replicas".into(), "1".into())])
+        .await
+        .unwrap();
+    // Brokers apply config changes asynchronously; sync until the change is seen and copied.
+    let filter = ConfigFilter::default();
+    let copied = crate::common::poll_until(std::time::Duration::from_secs(30), || async {
+        let ops = sync_topic_configs(&s, &d, &topic, &filter).await.unwrap();
+        ops.contains(&AlterConfigOp::Set("retention.ms".into(), "172800000".into())).then_some(ops)
+    })
+    .await
+    .expect("retention.ms copied");
+    assert!(!copied.iter().any(|op| matches!(op, AlterConfigOp::Set(k, _) if k == "min.insync.replicas")), "excluded setting copied: {copied:?}");
+    let applied = crate::common::poll_until(std::time::Duration::from_secs(30), || async {
+        let c = d.describe_configs(&resource).await.unwrap();
+        (c["retention.ms"].value.as_deref() == Some("172800000")).then_some(c)
+    })
+    .await
+    .expect("the destination shows the new retention.ms");
+    assert_eq!(applied["message.timestamp.type"].value.as_deref(), Some("CreateTime"), "replicator-owned setting kept");
+
+    s.create_partitions(&topic, 3, std::time::Duration::from_secs(30)).await.unwrap();
+    write(3, 100);
+    assert_eq!(replicator.sync_partitions(&topic).await.unwrap(), 3);
+    wait_caught_up(&replicator, &s, &topic).await;
+    crate::replicator::assert_identical(java, src, dst, &topic).await;
+    replicator.shutdown().await;
+}
+
+/// A new source topic matching the mirror's pattern is found and, added to the replicator, mirrors
+/// with exact offsets; internal and non-matching topics are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_topics_matching_the_pattern_are_found() {
+    use kafka_mirror_proxy::sync::{DEFAULT_EXCLUDED_TOPICS, TopicPattern, new_matching_topics};
+    let (src, dst, java) = (source(), destination(), java_client());
+    let prefix = unique_name("regex");
+    let first = format!("{prefix}.a");
+    java.create_topic(&src.bootstrap(), &first, 1, 1, &[]).unwrap();
+    let replicator = start(src, dst, std::slice::from_ref(&first), IsolationLevel::ReadCommitted).await;
+    let s = client(&src.bootstrap()).await;
+    let pattern = TopicPattern::new(&format!("{}\\..*", regex::escape(&prefix)), DEFAULT_EXCLUDED_TOPICS).unwrap();
+
+    let (second, other) = (format!("{prefix}.b"), format!("{prefix}-other"));
+    java.create_topic(&src.bootstrap(), &second, 2, 1, &[]).unwrap();
+    java.create_topic(&src.bootstrap(), &other, 1, 1, &[]).unwrap();
+    let lines: Vec<ProduceLine> = (0..12).map(|i| ProducerRecord::to(i % 2).key(format!("k{i}")).value("v").into()).collect();
+    java.produce(&src.bootstrap(), &second, &JavaProduceOptions::default(), &lines).unwrap();
+    let mirrored: BTreeSet<String> = replicator.topics().into_iter().collect();
+    let found = new_matching_topics(&s, &pattern, &mirrored).await.unwrap();
+    assert_eq!(found, vec![second.clone()]);
+    for t in &found {
+        replicator.add_topic(t).await;
+    }
+    wait_caught_up(&replicator, &s, &second).await;
+    crate::replicator::assert_identical(java, src, dst, &second).await;
+    let mirrored: BTreeSet<String> = replicator.topics().into_iter().collect();
+    assert!(new_matching_topics(&s, &pattern, &mirrored).await.unwrap().is_empty());
+    replicator.shutdown().await;
+}
