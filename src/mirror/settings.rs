@@ -79,6 +79,12 @@ pub const KNOWN_SETTINGS: &[(&str, SettingKind)] = &[
     ("fetch.wait.max.ms", SettingKind::Int { min: 0, max: 60_000 }),
     ("fetch.max.bytes", SettingKind::Int { min: 1024, max: i32::MAX as i64 }),
     ("mirror.isolation.level", SettingKind::OneOf(&["read_committed", "read_uncommitted"])),
+    // Filters of the sync jobs (spec §7, `sync/`): comma-separated regexes, checked there.
+    ("topics.exclude", SettingKind::Text),
+    ("topic.properties.exclude", SettingKind::Text),
+    ("groups.include", SettingKind::Text),
+    ("groups.exclude", SettingKind::Text),
+    ("acls.include", SettingKind::Text),
 ];
 
 /// The kind of `key`, if it is a known setting.
@@ -128,7 +134,8 @@ impl MirrorSettings {
             let value = value.trim();
             match kind {
                 SettingKind::Text | SettingKind::Secret => {
-                    if value.is_empty() && key != "ssl.endpoint.identification.algorithm" {
+                    let may_be_empty = matches!(key.as_str(), "ssl.endpoint.identification.algorithm" | "topics.exclude" | "topic.properties.exclude" | "groups.exclude");
+                    if value.is_empty() && !may_be_empty {
                         problems.push(bad(key, "is empty"));
                     }
                 }
