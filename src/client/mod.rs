@@ -13,6 +13,7 @@
 //!           └── reader task: responses matched by correlation id
 //! ```
 
+mod acls;
 mod backoff;
 mod calls;
 mod cluster;
@@ -22,6 +23,10 @@ mod groups;
 mod security;
 mod versions;
 
+pub use acls::{
+    ANY, AclBinding, AclFilter, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, RESOURCE_CLUSTER, RESOURCE_GROUP, RESOURCE_TOPIC,
+    RESOURCE_TRANSACTIONAL_ID,
+};
 pub use backoff::{Backoff, BackoffConfig};
 pub use calls::{
     AlterConfigOp, ClusterDescription, ConfigEntry, ConfigResource, FetchPartitionSpec, FetchSession, FetchSpec,

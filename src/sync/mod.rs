@@ -1,15 +1,17 @@
 //! What is kept in sync besides records (spec §7), run by the instance that owns a mirror: consumer
 //! group offsets ([`groups`]) and topic configs ([`configs`]); partition increases are followed by
 //! `Replicator::sync_partitions`; new source topics matching a mirror's pattern ([`topics`]).
-//! Share group start offsets, ACLs and loop detection are to come (issue 7), as is the periodic
+//! ACL bindings ([`acls`]). Share group start offsets and loop detection are to come (issue 7), as is the periodic
 //! runner (the control plane owns the schedule).
 //!
 //! Must not touch record data (that is `replicator`). Talks to both clusters through `client`.
 
+pub mod acls;
 pub mod configs;
 pub mod groups;
 pub mod topics;
 
+pub use acls::{AclSync, AclSyncReport, parse_acl_filters};
 pub use configs::{ConfigFilter, DEFAULT_EXCLUDED_PROPERTIES, sync_topic_configs};
 pub use groups::{GroupFilter, GroupSyncReport, SkippedGroup, SyncError, sync_group_offsets};
 pub use topics::{DEFAULT_EXCLUDED_TOPICS, TopicPattern, new_matching_topics};

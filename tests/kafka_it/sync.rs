@@ -178,3 +178,68 @@ async fn new_topics_matching_the_pattern_are_found() {
     assert!(new_matching_topics(&s, &pattern, &mirrored).await.unwrap().is_empty());
     replicator.shutdown().await;
 }
+
+/// ACL bindings matching `acls.include` are created on the destination and deleted there when
+/// deleted at the source, only those the mirror created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acls_follow_the_source_within_the_filter() {
+    use kafka_harness::{Cluster, ClusterSpec};
+    use kafka_mirror_proxy::client::{AclBinding, AclFilter, ANY, PATTERN_LITERAL, PATTERN_PREFIXED, RESOURCE_GROUP, RESOURCE_TOPIC};
+    use kafka_mirror_proxy::sync::{AclSync, parse_acl_filters};
+    let secured = |name: &str| {
+        Cluster::start(
+            ClusterSpec::new(name)
+                .prop("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+                // Plaintext connections (brokers, controllers and these tests) are User:ANONYMOUS.
+                .prop("super.users", "User:ANONYMOUS"),
+        )
+        .unwrap()
+    };
+    let (src, dst) = (secured("acl-source"), secured("acl-dest"));
+    let (s, d) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
+    let binding = |resource_type, pattern_type, name: &str, principal: &str, operation| AclBinding {
+        resource_type,
+        resource_name: name.to_owned(),
+        pattern_type,
+        principal: principal.to_owned(),
+        host: "*".to_owned(),
+        operation,
+        permission_type: 3,
+    };
+    let alice_topics = binding(RESOURCE_TOPIC, PATTERN_PREFIXED, "orders", "User:alice", 3);
+    let alice_group = binding(RESOURCE_GROUP, PATTERN_LITERAL, "app", "User:alice", 3);
+    let bob = binding(RESOURCE_TOPIC, PATTERN_LITERAL, "other", "User:bob", 4);
+    let carol = binding(RESOURCE_TOPIC, PATTERN_PREFIXED, "orders", "User:carol", 3);
+    s.create_acls(&[alice_topics.clone(), alice_group.clone(), bob.clone()]).await.unwrap();
+    d.create_acls(std::slice::from_ref(&carol)).await.unwrap();
+
+    let filters = parse_acl_filters(&["topic:prefixed:orders", "group:literal:app"]).unwrap();
+    let all = AclFilter { resource_type: ANY, pattern_type: ANY, resource_name: None };
+    // ACL changes reach every broker through the metadata log: poll until the source shows them.
+    crate::common::poll_until(std::time::Duration::from_secs(20), || async { (s.describe_acls(&all).await.unwrap().len() == 3).then_some(()) })
+        .await
+        .expect("source ACLs visible");
+    let mut sync = AclSync::new();
+    let report = sync.run(&s, &d, &filters).await.unwrap();
+    let mut want = vec![alice_topics.clone(), alice_group.clone()];
+    want.sort();
+    assert_eq!(report.created, want, "bob's binding is outside the filter");
+    let expect = |want: Vec<AclBinding>| {
+        let d = &d;
+        let all = all.clone();
+        async move {
+            let mut want = want;
+            want.sort();
+            crate::common::poll_until(std::time::Duration::from_secs(20), || async { (d.describe_acls(&all).await.unwrap() == want).then_some(()) }).await
+        }
+    };
+    assert!(expect(vec![alice_topics.clone(), alice_group.clone(), carol.clone()]).await.is_some(), "{:?}", d.describe_acls(&all).await);
+
+    s.delete_acls(std::slice::from_ref(&alice_group)).await.unwrap();
+    crate::common::poll_until(std::time::Duration::from_secs(20), || async { (s.describe_acls(&all).await.unwrap().len() == 2).then_some(()) })
+        .await
+        .expect("source deletion visible");
+    let report = sync.run(&s, &d, &filters).await.unwrap();
+    assert_eq!(report.deleted, vec![alice_group.clone()]);
+    assert!(expect(vec![alice_topics.clone(), carol.clone()]).await.is_some(), "{:?}", d.describe_acls(&all).await);
+}
