@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Proxy vs direct benchmark for BENCHMARKS.md: the same load against the destination broker directly
+and through kafka-mirror-proxy (release build), side by side.
+
+    python3 benches/proxy/bench.py [--records 400000] [--record-size 1024] [--partitions 3]
+                                   [--latency-seconds 30] [--rounds 2] [--out target/bench/proxy.md]
+
+1. Producer throughput: Kafka's ProducerPerformance at full speed (acks=all, linger.ms=5,
+   batch.size=64 KiB), direct then through the proxy, each into its own fresh topic.
+2. Consumer throughput: Kafka's ConsumerPerformance reading those topics back.
+   A warm-up run each way comes first; then --rounds rounds alternate which path goes first, and the
+   table shows medians (every round is in the JSON below it).
+3. End-to-end latency at half of the direct maximum producer rate: benches/proxy/ProxyLatency.java
+   (producer and consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy.
+4. Proxy CPU per MB: the proxy process's user+system CPU time (/proc/PID/stat) over each proxied
+   run, divided by the megabytes moved.
+
+Starts a 1-broker destination with the test harness (`kafka-harness up`) unless KMP_DEST_BOOTSTRAP
+names a running one, and stops what it started. Prints a Markdown table (also written to --out).
+Everything runs on this machine: broker, proxy and client JVMs share its cores.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSION = os.environ.get("KAFKA_VERSION", "4.4.0")
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+LIBS = ROOT / "target" / "kafka" / VERSION / "libs"
+JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(cmd, timeout=900):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    if p.returncode != 0:
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(map(str, cmd))}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p.stdout
+
+
+def cpu_seconds(pid):
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def create_topic(bootstrap, topic, partitions):
+    run(JAVA + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                "--partitions", str(partitions), "--replication-factor", "1"])
+
+
+PRODUCER_LINE = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency, "
+    r"(\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+
+
+def produce(bootstrap, topic, records, size):
+    out = run(JAVA + ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
+                      "--record-size", str(size), "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+                      "acks=all", "linger.ms=5", "batch.size=65536"])
+    m = [PRODUCER_LINE.search(l) for l in out.splitlines()]
+    m = [x for x in m if x][-1]
+    return {"rps": float(m[2]), "mbps": float(m[3]), "avg_ms": float(m[4]), "p50_ms": int(m[6]), "p99_ms": int(m[8]),
+            "p999_ms": int(m[9])}
+
+
+def consume(bootstrap, topic, records):
+    out = run(JAVA + ["org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
+                      "--messages", str(records), "--timeout", "120000"])
+    header, values = None, None
+    for line in out.splitlines():
+        if line.startswith("start.time"):
+            header = [h.strip() for h in line.split(",")]
+        elif header and line.strip():
+            values = [v.strip() for v in line.split(",")]
+    row = dict(zip(header, values))
+    return {"mbps": float(row["MB.sec"]), "rps": float(row["nMsg.sec"]), "mb": float(row["data.consumed.in.MB"])}
+
+
+def latency(bootstrap, topic, rate, seconds, size):
+    out = run(JAVA + [str(ROOT / "benches/proxy/ProxyLatency.java"), "--bootstrap", bootstrap, "--topic", topic,
+                      "--rate", str(rate), "--duration-s", str(seconds), "--warmup-s", "5", "--record-size", str(size)],
+              timeout=seconds + 180)
+    return json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+
+
+def merge(rounds):
+    """The median over rounds of every number (nested dicts of the same shape)."""
+    out = {}
+    for k, v in rounds[0].items():
+        if isinstance(v, dict):
+            out[k] = merge([r[k] for r in rounds])
+        elif isinstance(v, (int, float)):
+            out[k] = statistics.median(r[k] for r in rounds)
+    return out
+
+
+def wait_healthy(url, deadline=60):
+    start = time.monotonic()
+    while time.monotonic() - start < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"the proxy did not become healthy at {url}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=400_000)
+    ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--latency-seconds", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=2, help="measurements per path, alternating which goes first; medians reported")
+    ap.add_argument("--out", default=str(ROOT / "target/bench/proxy.md"))
+    args = ap.parse_args()
+
+    log("building the release proxy and the harness")
+    run(["cargo", "build", "--release", "--quiet", "--bin", "kafka-mirror-proxy", "-p", "kafka-mirror-proxy"])
+    run(["cargo", "build", "--release", "--quiet", "-p", "kafka-harness"])
+    run([str(TARGET / "release/kafka-harness"), "provision", "--version", VERSION])
+
+    started = []
+    try:
+        bootstrap = os.environ.get("KMP_DEST_BOOTSTRAP")
+        if not bootstrap:
+            log("starting a 1-broker destination")
+            cluster = subprocess.Popen([str(TARGET / "release/kafka-harness"), "up", "--name", "bench", "--version", VERSION],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+            started.append(cluster)
+            for line in cluster.stdout:
+                if line.startswith("bootstrap="):
+                    bootstrap = line.strip().split("=", 1)[1]
+                    break
+            if not bootstrap:
+                raise SystemExit("the harness did not start a cluster")
+        port, metrics = free_port(), free_port()
+        env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
+                   KMP_DESTINATION__BOOTSTRAP_SERVERS=bootstrap, KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
+        proxy = subprocess.Popen([str(TARGET / "release/kafka-mirror-proxy"), "--config", str(ROOT / "proxy.yaml")], env=env,
+                                 cwd=ROOT)
+        started.append(proxy)
+        wait_healthy(f"http://127.0.0.1:{metrics}/health")
+        via = f"127.0.0.1:{port}"
+        tag = str(int(time.time()))
+        log("warm-up: 50000 records each way (not measured)")
+        for name, target in [("direct", bootstrap), ("proxy", via)]:
+            create_topic(bootstrap, f"bench-warmup-{name}-{tag}", args.partitions)
+            produce(target, f"bench-warmup-{name}-{tag}", 50_000, args.record_size)
+        rounds = {"direct": [], "proxy": []}
+        mb = args.records * args.record_size / 1e6
+        for r in range(args.rounds):
+            order = [("direct", bootstrap), ("proxy", via)]
+            if r % 2:
+                order.reverse()
+            for name, target in order:
+                topic = f"bench-{name}-{tag}-{r}"
+                create_topic(bootstrap, topic, args.partitions)
+                log(f"round {r + 1}, {name}: producer throughput ({args.records} x {args.record_size} B)")
+                cpu0 = cpu_seconds(proxy.pid)
+                p = produce(target, topic, args.records, args.record_size)
+                cpu1 = cpu_seconds(proxy.pid)
+                log(f"round {r + 1}, {name}: consumer throughput")
+                c = consume(target, topic, args.records)
+                cpu2 = cpu_seconds(proxy.pid)
+                rounds[name].append({"produce": p, "consume": c, "cpu_produce_ms_per_mb": (cpu1 - cpu0) * 1000 / mb,
+                                     "cpu_consume_ms_per_mb": (cpu2 - cpu1) * 1000 / mb})
+        direct_rps = statistics.median(x["produce"]["rps"] for x in rounds["direct"])
+        rate = int(direct_rps / 2)
+        for r in range(args.rounds):
+            order = [("direct", bootstrap), ("proxy", via)]
+            if r % 2:
+                order.reverse()
+            for name, target in order:
+                topic = f"bench-latency-{name}-{tag}-{r}"
+                create_topic(bootstrap, topic, args.partitions)
+                log(f"round {r + 1}, {name}: end-to-end latency at {rate} records/s for {args.latency_seconds} s")
+                cpu0 = cpu_seconds(proxy.pid)
+                lat_result = latency(target, topic, rate, args.latency_seconds, args.record_size)
+                lat_result["cpu_ms_per_mb"] = (cpu_seconds(proxy.pid) - cpu0) * 1000 / (lat_result["sent"] * args.record_size * 2 / 1e6)
+                rounds[name][r]["latency"] = lat_result
+        results = {name: merge(rs) for name, rs in rounds.items()}
+        results["rounds"] = rounds
+    finally:
+        for p in reversed(started):
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    d, x = results["direct"], results["proxy"]
+    x["cpu_latency_ms_per_mb"] = x["latency"]["cpu_ms_per_mb"]
+    ratio = lambda a, b: f"{b / a:.3f}" if a else "n/a"
+    lat = lambda r, k: f"{r['latency'][k] / 1000:.2f}"
+    rows = [
+        ("producer throughput, records/s", f"{d['produce']['rps']:.0f}", f"{x['produce']['rps']:.0f}", ratio(d['produce']['rps'], x['produce']['rps'])),
+        ("producer throughput, MB/s", f"{d['produce']['mbps']:.1f}", f"{x['produce']['mbps']:.1f}", ratio(d['produce']['mbps'], x['produce']['mbps'])),
+        ("producer ack latency at full speed p50 / p99 / p99.9, ms", f"{d['produce']['p50_ms']} / {d['produce']['p99_ms']} / {d['produce']['p999_ms']}",
+         f"{x['produce']['p50_ms']} / {x['produce']['p99_ms']} / {x['produce']['p999_ms']}", ""),
+        ("consumer throughput, records/s", f"{d['consume']['rps']:.0f}", f"{x['consume']['rps']:.0f}", ratio(d['consume']['rps'], x['consume']['rps'])),
+        ("consumer throughput, MB/s", f"{d['consume']['mbps']:.1f}", f"{x['consume']['mbps']:.1f}", ratio(d['consume']['mbps'], x['consume']['mbps'])),
+        (f"end-to-end latency at {rate} records/s (half the direct max): p50, ms", lat(d, "e2e_p50_us"), lat(x, "e2e_p50_us"), ""),
+        ("end-to-end latency p99, ms", lat(d, "e2e_p99_us"), lat(x, "e2e_p99_us"), f"+{(x['latency']['e2e_p99_us'] - d['latency']['e2e_p99_us']) / 1000:.2f} ms"),
+        ("end-to-end latency p99.9, ms", lat(d, "e2e_p999_us"), lat(x, "e2e_p999_us"), ""),
+        ("produce ack latency at that rate p50 / p99 / p99.9, ms",
+         f"{lat(d, 'ack_p50_us')} / {lat(d, 'ack_p99_us')} / {lat(d, 'ack_p999_us')}",
+         f"{lat(x, 'ack_p50_us')} / {lat(x, 'ack_p99_us')} / {lat(x, 'ack_p999_us')}", ""),
+        ("records sent / received in the latency run", f"{d['latency']['sent']} / {d['latency']['received']}",
+         f"{x['latency']['sent']} / {x['latency']['received']}", ""),
+        ("proxy CPU per MB produced / consumed, ms", "", f"{x['cpu_produce_ms_per_mb']:.1f} / {x['cpu_consume_ms_per_mb']:.1f}", ""),
+        ("proxy CPU per MB in the latency run (in + out), ms", "", f"{x['cpu_latency_ms_per_mb']:.1f}", ""),
+    ]
+    table = ["| measure | direct | through the proxy | proxy / direct |", "|---|---|---|---|"]
+    table += [f"| {a} | {b} | {c} | {r} |" for a, b, c, r in rows]
+    text = "\n".join(table) + "\n"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text + "\n```json\n" + json.dumps(results, indent=1) + "\n```\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
