@@ -243,3 +243,71 @@ async fn acls_follow_the_source_within_the_filter() {
     assert_eq!(report.deleted, vec![alice_group.clone()]);
     assert!(expect(vec![alice_topics.clone(), carol.clone()]).await.is_some(), "{:?}", d.describe_acls(&all).await);
 }
+
+/// The sync runner with an unreachable source: the failure is reported in its status and retried;
+/// once the source is back, offsets arrive again and data mirroring goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_source_is_reported_and_retried() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use kafka_harness::{Cluster, ClusterSpec};
+    use kafka_mirror_proxy::client::{BackoffConfig, Client, ClientConfig};
+    use kafka_mirror_proxy::sync::{SyncKind, SyncRunner, SyncSettings};
+    let src = Cluster::start(ClusterSpec::new("sync-flaky-source")).unwrap();
+    let (dst, java) = (destination(), java_client());
+    let topic = unique_name("sync-flaky");
+    java.create_topic(&src.bootstrap(), &topic, 1, 1, &[]).unwrap();
+    let write = |from: usize| {
+        let lines: Vec<ProduceLine> = (from..from + 10).map(|i| ProducerRecord::to(0).key(format!("k{i}")).value("v").into()).collect();
+        java.produce(&src.bootstrap(), &topic, &JavaProduceOptions::default(), &lines).unwrap();
+    };
+    write(0);
+    let quick = |bootstrap: String| async move {
+        let mut config = ClientConfig::new(&bootstrap);
+        config.backoff = BackoffConfig { deadline: Duration::from_secs(3), max: Duration::from_millis(500), ..BackoffConfig::default() };
+        Arc::new(Client::connect(config).await.unwrap())
+    };
+    let (s, d) = (quick(src.bootstrap()).await, quick(dst.bootstrap()).await);
+    let replicator = Arc::new(start(&src, dst, std::slice::from_ref(&topic), IsolationLevel::ReadCommitted).await);
+    wait_caught_up(&replicator, &s, &topic).await;
+    let settings = SyncSettings {
+        group_offsets_interval: Duration::from_millis(300),
+        metadata_refresh_interval: Duration::from_millis(1000),
+        ..SyncSettings::default()
+    };
+    let runner = SyncRunner::new(s.clone(), d.clone(), replicator.clone(), settings);
+    let status = runner.status_handle();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(runner.run(cancel.clone()));
+    let group = unique_name("flaky-group");
+    let offset_on_destination = |want: i64| {
+        let (java, dst, group) = (java, dst, group.clone());
+        async move {
+            crate::common::poll_until(Duration::from_secs(60), || async {
+                java.group_offsets(&dst.bootstrap(), &group).ok().filter(|o| o.first().map(|x| x.offset) == Some(want)).map(|_| ())
+            })
+            .await
+        }
+    };
+    java.commit_offset(&src.bootstrap(), &group, &topic, 0, 4).unwrap();
+    assert!(offset_on_destination(4).await.is_some(), "offset 4 not synced");
+
+    src.stop_broker(0).unwrap();
+    let failing = crate::common::poll_until(Duration::from_secs(60), || async {
+        let all = status.lock().unwrap().clone();
+        all.get(&SyncKind::GroupOffsets).filter(|s| s.consecutive_failures >= 2).and_then(|s| s.last_failure.clone())
+    })
+    .await
+    .expect("the failure is reported");
+    assert!(failing.1.contains("source"), "{failing:?}");
+
+    src.start_broker(0).unwrap();
+    java.commit_offset(&src.bootstrap(), &group, &topic, 0, 8).unwrap();
+    assert!(offset_on_destination(8).await.is_some(), "offset 8 not synced after the source came back");
+    assert_eq!(status.lock().unwrap()[&SyncKind::GroupOffsets].consecutive_failures, 0);
+    write(100);
+    wait_caught_up(&replicator, &s, &topic).await;
+    crate::replicator::assert_identical(java, &src, dst, &topic).await;
+    cancel.cancel();
+    task.await.unwrap();
+}
