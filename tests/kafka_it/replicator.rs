@@ -525,3 +525,26 @@ async fn log_append_time_sources_keep_their_timestamps() {
     assert_eq!(strip(got), strip(expected));
     replicator.shutdown().await;
 }
+
+/// A long leading gap (source log start far above 0) is filled with filler records cut away by
+/// DeleteRecords, not one marker per offset: the destination's log start and records equal the
+/// source's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_leading_gap_is_filled_and_cut_away() {
+    let (src, dst, java) = (source(), destination(), java_client());
+    let topic = unique_name("mirror-leadinggap");
+    java.create_topic(&src.bootstrap(), &topic, 1, 1, &[]).unwrap();
+    let opts = JavaProduceOptions { linger_ms: Some(20), batch_size: Some(16384), ..Default::default() };
+    let lines: Vec<ProduceLine> = (0..3000).map(|i| ProducerRecord::to(0).key(format!("k{i}")).value("v").timestamp(now_ms()).into()).collect();
+    java.produce(&src.bootstrap(), &topic, &opts, &lines).unwrap();
+    assert_eq!(java.delete_records(&src.bootstrap(), &topic, 0, 2777).unwrap(), 2777);
+    let replicator = start(src, dst, std::slice::from_ref(&topic), IsolationLevel::ReadCommitted).await;
+    let src_client = client(&src.bootstrap()).await;
+    wait_caught_up(&replicator, &src_client, &topic).await;
+    assert_identical(java, src, dst, &topic).await;
+    // Markers would have left the mapped filler producer on the destination; records leave none.
+    let dst_client = client(&dst.bootstrap()).await;
+    let producers = dst_client.describe_producers(&topic, 0).await.unwrap();
+    assert!(producers.iter().all(|p| p.producer_id != i64::MAX), "{producers:?}");
+    replicator.shutdown().await;
+}
