@@ -25,4 +25,5 @@ pub mod mirror;
 pub mod protocol;
 pub mod proxy;
 pub mod replicator;
+pub mod report;
 pub mod sync;

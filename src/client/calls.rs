@@ -849,6 +849,15 @@ impl Client {
         broker_error(ApiKey::CreatePartitions, target, result.error_code, result.error_message.as_ref())
     }
 
+    /// Where config requests about `resource` go: a broker's own configs to that broker, anything
+    /// else to any broker (KRaft brokers forward changes to the controller).
+    fn broker_for(&self, resource: &ConfigResource) -> Result<i32, ClientError> {
+        match resource {
+            ConfigResource::Broker(id) => Ok(*id),
+            _ => self.any_broker(),
+        }
+    }
+
     /// Describes every config of `resource`.
     ///
     /// # Errors
@@ -860,10 +869,7 @@ impl Client {
             .with_resource_name(StrBytes::from_string(name))
             .with_configuration_keys(None)]);
         self.retrying(&[], || async {
-            let broker = match resource {
-                ConfigResource::Broker(id) => *id,
-                _ => self.any_broker()?,
-            };
+            let broker = self.broker_for(resource)?;
             let response = self.send_to(broker, &request, None).await?;
             let result = response
                 .results
@@ -916,10 +922,7 @@ impl Client {
                 .with_configs(configs),
         ]);
         self.retrying(&[], || async {
-            let broker = match resource {
-                ConfigResource::Broker(id) => *id,
-                _ => self.any_broker()?,
-            };
+            let broker = self.broker_for(resource)?;
             let response = self.send_to(broker, &request, None).await?;
             let result = response
                 .responses

@@ -94,13 +94,6 @@ impl MirrorError {
 
     /// The message sent to clients: the error and its causes on one line.
     pub fn message(&self) -> String {
-        let mut message = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(s) = source {
-            message.push_str(": ");
-            message.push_str(&s.to_string());
-            source = s.source();
-        }
-        message
+        crate::report::error_chain(self)
     }
 }

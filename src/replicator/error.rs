@@ -48,13 +48,6 @@ impl ReplicationError {
 
     /// The reason shown in describe: the error and its causes on one line.
     pub fn reason(&self) -> String {
-        let mut reason = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(s) = source {
-            reason.push_str(": ");
-            reason.push_str(&s.to_string());
-            source = s.source();
-        }
-        reason
+        crate::report::error_chain(self)
     }
 }

@@ -21,6 +21,7 @@ use super::configs::{ConfigFilter, DEFAULT_EXCLUDED_PROPERTIES, sync_topic_confi
 use super::groups::{GroupFilter, SyncError, sync_group_offsets};
 use super::topics::{DEFAULT_EXCLUDED_TOPICS, TopicPattern, new_matching_topics};
 use crate::client::{AclFilter, Client};
+use crate::report::error_chain;
 use crate::replicator::{ReplicationError, Replicator};
 
 /// What the runner needs from whatever copies the mirror's topics: which topics, following a
@@ -311,17 +312,6 @@ impl SyncRunner {
             }
         }
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]
