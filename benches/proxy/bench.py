@@ -12,6 +12,8 @@ and through kafka-mirror-proxy (release build), side by side.
    table shows medians (every round is in the JSON below it).
 3. End-to-end latency at half of the direct maximum producer rate: benches/proxy/ProxyLatency.java
    (producer and consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy.
+   A second latency run at --low-rate (default 2000 records/s) shows the proxy's own added latency
+   below saturation.
 4. Proxy CPU per MB: the proxy process's user+system CPU time (/proc/PID/stat) over each proxied
    run, divided by the megabytes moved.
 
@@ -133,6 +135,7 @@ def main():
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--latency-seconds", type=int, default=30)
+    ap.add_argument("--low-rate", type=int, default=2000, help="a second latency run at this rate (records/s), below saturation")
     ap.add_argument("--rounds", type=int, default=2, help="measurements per path, alternating which goes first; medians reported")
     ap.add_argument("--out", default=str(ROOT / "target/bench/proxy.md"))
     args = ap.parse_args()
@@ -201,6 +204,10 @@ def main():
                 lat_result = latency(target, topic, rate, args.latency_seconds, args.record_size)
                 lat_result["cpu_ms_per_mb"] = (cpu_seconds(proxy.pid) - cpu0) * 1000 / (lat_result["sent"] * args.record_size * 2 / 1e6)
                 rounds[name][r]["latency"] = lat_result
+                log(f"round {r + 1}, {name}: end-to-end latency at {args.low_rate} records/s for {args.latency_seconds} s")
+                topic = f"bench-latency-low-{name}-{tag}-{r}"
+                create_topic(bootstrap, topic, args.partitions)
+                rounds[name][r]["latency_low"] = latency(target, topic, args.low_rate, args.latency_seconds, args.record_size)
         results = {name: merge(rs) for name, rs in rounds.items()}
         results["rounds"] = rounds
     finally:
@@ -215,6 +222,7 @@ def main():
     x["cpu_latency_ms_per_mb"] = x["latency"]["cpu_ms_per_mb"]
     ratio = lambda a, b: f"{b / a:.3f}" if a else "n/a"
     lat = lambda r, k: f"{r['latency'][k] / 1000:.2f}"
+    low = lambda r, k: f"{r['latency_low'][k] / 1000:.2f}"
     rows = [
         ("producer throughput, records/s", f"{d['produce']['rps']:.0f}", f"{x['produce']['rps']:.0f}", ratio(d['produce']['rps'], x['produce']['rps'])),
         ("producer throughput, MB/s", f"{d['produce']['mbps']:.1f}", f"{x['produce']['mbps']:.1f}", ratio(d['produce']['mbps'], x['produce']['mbps'])),
@@ -228,8 +236,14 @@ def main():
         ("produce ack latency at that rate p50 / p99 / p99.9, ms",
          f"{lat(d, 'ack_p50_us')} / {lat(d, 'ack_p99_us')} / {lat(d, 'ack_p999_us')}",
          f"{lat(x, 'ack_p50_us')} / {lat(x, 'ack_p99_us')} / {lat(x, 'ack_p999_us')}", ""),
-        ("records sent / received in the latency run", f"{d['latency']['sent']} / {d['latency']['received']}",
-         f"{x['latency']['sent']} / {x['latency']['received']}", ""),
+        (f"end-to-end latency at {args.low_rate} records/s: p50, ms", low(d, "e2e_p50_us"), low(x, "e2e_p50_us"), f"+{(x['latency_low']['e2e_p50_us'] - d['latency_low']['e2e_p50_us']) / 1000:.2f} ms"),
+        ("end-to-end latency p99, ms", low(d, "e2e_p99_us"), low(x, "e2e_p99_us"), f"+{(x['latency_low']['e2e_p99_us'] - d['latency_low']['e2e_p99_us']) / 1000:.2f} ms"),
+        ("end-to-end latency p99.9, ms", low(d, "e2e_p999_us"), low(x, "e2e_p999_us"), ""),
+        ("produce ack latency at that rate p50 / p99 / p99.9, ms",
+         f"{low(d, 'ack_p50_us')} / {low(d, 'ack_p99_us')} / {low(d, 'ack_p999_us')}",
+         f"{low(x, 'ack_p50_us')} / {low(x, 'ack_p99_us')} / {low(x, 'ack_p999_us')}", ""),
+        ("records sent / received in the latency run", f"{d['latency']['sent']:.0f} / {d['latency']['received']:.0f}",
+         f"{x['latency']['sent']:.0f} / {x['latency']['received']:.0f}", ""),
         ("proxy CPU per MB produced / consumed, ms", "", f"{x['cpu_produce_ms_per_mb']:.1f} / {x['cpu_consume_ms_per_mb']:.1f}", ""),
         ("proxy CPU per MB in the latency run (in + out), ms", "", f"{x['cpu_latency_ms_per_mb']:.1f}", ""),
     ]

@@ -115,6 +115,54 @@ pub(crate) fn split_response(frame: Bytes, api_key: ApiKey, api_version: i16) ->
     Ok((header.correlation_id, buf))
 }
 
+/// True if a Fetch response body (v12+, flexible) carries the top-level `node_endpoints` tagged field
+/// (tag 0, KIP-951). Walks the response without allocating and without touching record data, so
+/// the common case (no leader change) costs a pass over partition headers instead of a full decode.
+///
+/// # Errors
+/// A body that does not match the schema (the caller then decodes it fully and reports that).
+pub(crate) fn fetch_has_node_endpoints(body: &[u8]) -> Result<bool, super::wire::WireError> {
+    use super::wire::Reader;
+    let mut r = Reader::new(body);
+    r.i32("throttle_time_ms")?;
+    r.i16("error_code")?;
+    r.i32("session_id")?;
+    let topics = r.array_len(true, 17, "responses")?.unwrap_or(0);
+    for _ in 0..topics {
+        r.uuid("topic_id")?;
+        let partitions = r.array_len(true, 40, "partitions")?.unwrap_or(0);
+        for _ in 0..partitions {
+            r.i32("partition_index")?;
+            r.i16("error_code")?;
+            r.i64("high_watermark")?;
+            r.i64("last_stable_offset")?;
+            r.i64("log_start_offset")?;
+            if let Some(n) = r.array_len(true, 17, "aborted_transactions")? {
+                for _ in 0..n {
+                    r.i64("producer_id")?;
+                    r.i64("first_offset")?;
+                    r.skip_tagged_fields()?;
+                }
+            }
+            r.i32("preferred_read_replica")?;
+            r.skip_bytes(true, "records")?;
+            r.skip_tagged_fields()?;
+        }
+        r.skip_tagged_fields()?;
+    }
+    let count = r.uvarint()?;
+    let mut found = false;
+    for _ in 0..count {
+        let tag = r.uvarint()?;
+        let size = r.uvarint()? as usize;
+        // An empty compact array is one byte: endpoints are present only in a longer field.
+        found |= tag == 0 && size > 1;
+        r.skip(size, "tagged field")?;
+    }
+    r.finish()?;
+    Ok(found)
+}
+
 impl Decoded {
     /// Decodes a response body of `api_key` at `api_version`.
     ///
@@ -388,6 +436,35 @@ mod tests {
             d.encode(ApiKey::Fetch, v, 1).unwrap();
         }
         assert!(!needs_decode(ApiKey::Fetch, 15));
+        // The allocation-free check agrees with the full decode, with and without endpoints and with
+        // partitions carrying records and aborted transactions.
+        for v in 16..=18 {
+            for with_endpoints in [false, true] {
+                let mut response = FetchResponse::default();
+                let mut topic = kafka_protocol::messages::fetch_response::FetchableTopicResponse::default();
+                topic.topic_id = uuid::Uuid::from_u128(7);
+                for p in 0..3 {
+                    let mut part = kafka_protocol::messages::fetch_response::PartitionData::default();
+                    part.partition_index = p;
+                    part.records = Some(Bytes::from(vec![p as u8; 100]));
+                    part.aborted_transactions =
+                        Some(vec![kafka_protocol::messages::fetch_response::AbortedTransaction::default()]);
+                    part.current_leader.leader_id = BrokerId(2);
+                    topic.partitions.push(part);
+                }
+                response.responses.push(topic);
+                if with_endpoints {
+                    let mut n = kafka_protocol::messages::fetch_response::NodeEndpoint::default();
+                    n.node_id = BrokerId(2);
+                    n.host = StrBytes::from_static_str("b");
+                    response.node_endpoints.push(n);
+                }
+                let frame = Decoded::Fetch(response).encode(ApiKey::Fetch, v, 1).unwrap();
+                let (_, body) = split_response(frame, ApiKey::Fetch, v).unwrap();
+                assert_eq!(fetch_has_node_endpoints(&body), Ok(with_endpoints), "v{v}");
+                assert!(fetch_has_node_endpoints(&body[..body.len() - 1]).is_err());
+            }
+        }
         assert!(!needs_decode(ApiKey::Produce, 9));
     }
 

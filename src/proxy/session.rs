@@ -50,7 +50,7 @@ use super::listener::Target;
 use super::metrics::{add, inc};
 use super::policy::Refusals;
 use super::requests::{ScannedRequest, TopicRef, rebuild, scan_request};
-use super::rewrite::{Decoded, needs_decode, split_response, unsupported_api_versions};
+use super::rewrite::{Decoded, fetch_has_node_endpoints, needs_decode, split_response, unsupported_api_versions};
 use super::server::Shared;
 use super::versions::is_supported;
 use super::wire::{Reader, RequestHead, request_body_offset};
@@ -445,6 +445,10 @@ async fn process_response(
 ) -> Result<Bytes, ProcessError> {
     let version = expected.api_version;
     let (correlation_id, body) = split_response(frame.clone(), api_key, version).map_err(ProcessError::Rewrite)?;
+    if api_key == ApiKey::Fetch && fetch_has_node_endpoints(&body) == Ok(false) {
+        // The hot path of every consumer: no leader endpoints, so the broker's bytes go out as they are.
+        return Ok(frame);
+    }
     let (mut decoded, version) = match Decoded::decode(api_key, version, body) {
         Ok(d) => (d, version),
         Err(e) if api_key == ApiKey::ApiVersions => {

@@ -73,6 +73,11 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    /// Skips `n` bytes.
+    pub(crate) fn skip(&mut self, n: usize, what: &'static str) -> Result<(), WireError> {
+        self.take(n, what).map(drop)
+    }
+
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], WireError> {
         let s = self.take(N, what)?;
         let mut out = [0u8; N];
