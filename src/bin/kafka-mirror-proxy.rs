@@ -1,5 +1,5 @@
-//! `kafka-mirror-proxy --config FILE`: the proxy in front of the destination cluster (the replicator
-//! joins it with issue 6).
+//! `kafka-mirror-proxy --config FILE`: the proxy in front of the destination cluster, serving the
+//! mirror APIs and running the mirrors recorded in `__mirror_state` (`mirrors.enabled`).
 //!
 //! Thin on purpose: parse the configuration, initialise tracing, register SIGTERM/SIGINT, then run the
 //! proxy until a signal and drain. Any startup problem is one line on stderr naming the configuration
@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use kafka_mirror_proxy::mirror::{InMemoryMirrorLookup, MirrorLookup};
+use kafka_mirror_proxy::admin::{AdminHandler, AllowAll};
+use kafka_mirror_proxy::client::{Client, ClientConfig};
+use kafka_mirror_proxy::mirror::{InMemoryMirrorLookup, MirrorLookup, MirrorManager, MirrorManagerConfig, SecretKey};
 use kafka_mirror_proxy::proxy::{ConfigSource, Proxy, ProxySettings};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
@@ -42,6 +44,24 @@ fn chain(error: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
+}
+
+/// The mirror control plane: its own client of the destination, the manager (loads
+/// `__mirror_state`, resumes mirrors) and the handler of the mirror APIs. Every principal may use the
+/// mirror APIs until authorization is configured (spec §9).
+async fn start_control_plane(settings: &ProxySettings) -> Result<(Arc<MirrorManager>, Arc<AdminHandler>), String> {
+    let mut client_config = ClientConfig::new(&settings.bootstrap_servers.join(","));
+    client_config.connection.client_id = "kafka-mirror-proxy-control".to_owned();
+    client_config.backoff.deadline = settings.startup_timeout;
+    let destination = Client::connect(client_config).await.map_err(|e| format!("destination.bootstrap_servers: {}", chain(&e)))?;
+    let config = MirrorManagerConfig {
+        state_topic: settings.mirror_state_topic.clone(),
+        secret_key: settings.mirror_secret.as_deref().map(SecretKey::derive),
+        ..MirrorManagerConfig::default()
+    };
+    let manager = Arc::new(MirrorManager::start(Arc::new(destination), config).await.map_err(|e| format!("mirrors: {}", chain(&e)))?);
+    let admin = Arc::new(AdminHandler::new(manager.clone(), Arc::new(AllowAll)));
+    Ok((manager, admin))
 }
 
 fn main() -> ExitCode {
@@ -86,12 +106,22 @@ async fn run(settings: ProxySettings) -> ExitCode {
         info!(signal = name, "received signal");
         on_signal.cancel();
     });
-    let lookup = Arc::new(InMemoryMirrorLookup::new());
-    for (topic, mirror, state) in &settings.static_mirror_topics {
-        lookup.set(topic, mirror, state.clone());
-    }
-    let lookup: Arc<dyn MirrorLookup> = lookup;
-    let proxy = match Proxy::start(settings, lookup, shutdown).await {
+    let (lookup, admin, manager) = if settings.mirrors_enabled {
+        match start_control_plane(&settings).await {
+            Ok((manager, admin)) => (manager.lookup(), Some(admin), Some(manager)),
+            Err(message) => {
+                signals.abort();
+                return fail(&message);
+            }
+        }
+    } else {
+        let lookup = Arc::new(InMemoryMirrorLookup::new());
+        for (topic, mirror, state) in &settings.static_mirror_topics {
+            lookup.set(topic, mirror, state.clone());
+        }
+        (lookup as Arc<dyn MirrorLookup>, None, None)
+    };
+    let proxy = match Proxy::start_with_admin(settings, lookup, admin, shutdown).await {
         Ok(p) => p,
         Err(e) => {
             signals.abort();
@@ -99,6 +129,9 @@ async fn run(settings: ProxySettings) -> ExitCode {
         }
     };
     let graceful = proxy.wait().await;
+    if let Some(manager) = manager {
+        manager.shutdown().await;
+    }
     signals.abort();
     info!(graceful, "stopped");
     ExitCode::SUCCESS

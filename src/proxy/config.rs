@@ -69,6 +69,40 @@ pub struct ProxyConfig {
     /// The write policy.
     #[serde(default)]
     pub policy: PolicyConfig,
+    /// The mirror control plane (mirror APIs, `__mirror_state`, replication).
+    #[serde(default)]
+    pub mirrors: MirrorsConfig,
+}
+
+/// `mirrors.*`: the control plane the proxy runs (spec §2, §6, §8).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MirrorsConfig {
+    /// Serve the mirror APIs and run the mirrors recorded in the state topic (default true). When
+    /// false, only `policy.static_mirror_topics` are read-only and mirror API requests are forwarded
+    /// to the brokers like any unknown API.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The compacted state topic on the destination (default `__mirror_state`).
+    #[serde(default = "default_state_topic")]
+    pub state_topic: String,
+    /// A file whose contents (a passphrase) seal mirror secrets (SASL passwords) in the state topic.
+    /// Every proxy instance needs the same one. Without it, mirror settings with secrets are refused.
+    #[serde(default)]
+    pub secret_key_file: Option<String>,
+}
+
+impl Default for MirrorsConfig {
+    fn default() -> Self {
+        Self { enabled: true, state_topic: default_state_topic(), secret_key_file: None }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_state_topic() -> String {
+    "__mirror_state".to_owned()
 }
 
 /// `proxy.*`: listeners and per-connection limits.
@@ -397,6 +431,12 @@ pub struct ProxySettings {
     pub static_mirror_topics: Vec<(String, String, PartitionState)>,
     /// Client-side TLS: (certificate chain file, private key file), both PEM.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Run the mirror control plane (`mirrors.enabled`).
+    pub mirrors_enabled: bool,
+    /// `mirrors.state_topic`.
+    pub mirror_state_topic: String,
+    /// `mirrors.secret_key_file`'s contents, trimmed (never logged).
+    pub mirror_secret: Option<String>,
 }
 
 impl ProxySettings {
@@ -424,6 +464,7 @@ impl ProxySettings {
             },
             admin: AdminConfig::default(),
             policy: PolicyConfig::default(),
+            mirrors: MirrorsConfig { enabled: false, ..MirrorsConfig::default() },
         }
         .validate()
         .expect("invariant: the built-in test settings are valid")
@@ -597,6 +638,23 @@ impl ProxyConfig {
                 }
             }
         }
+        let mirror_secret = match &self.mirrors.secret_key_file {
+            None => None,
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(text) if !text.trim().is_empty() => Some(text.trim().to_owned()),
+                Ok(_) => {
+                    problem("mirrors.secret_key_file", format!("{path} is empty"));
+                    None
+                }
+                Err(e) => {
+                    problem("mirrors.secret_key_file", format!("cannot read {path}: {e}"));
+                    None
+                }
+            },
+        };
+        if self.mirrors.state_topic.trim().is_empty() {
+            problem("mirrors.state_topic", "must not be empty".to_owned());
+        }
         let (Some(listen), true) = (listen, problems.is_empty()) else {
             return Err(problems);
         };
@@ -618,6 +676,9 @@ impl ProxyConfig {
             refusal_error_code: code,
             static_mirror_topics,
             tls,
+            mirrors_enabled: self.mirrors.enabled,
+            mirror_state_topic: self.mirrors.state_topic.clone(),
+            mirror_secret,
         })
     }
 }

@@ -63,6 +63,9 @@ pub enum SessionError {
     /// The client's TLS handshake failed or timed out.
     #[error("TLS handshake with the client failed")]
     TlsHandshake(#[source] std::io::Error),
+    /// A mirror API request whose header could not be read.
+    #[error("malformed mirror API request (correlation id {correlation_id}): {message}")]
+    MirrorApi { correlation_id: i32, message: String },
     /// The client's byte stream could not be framed (oversized, negative length, truncated, reset).
     #[error("client framing failed")]
     ClientFrame(#[source] FrameError),
@@ -151,6 +154,7 @@ impl SessionError {
                 | Self::MalformedHeader(_)
                 | Self::Malformed { .. }
                 | Self::UnsupportedVersion { .. }
+                | Self::MirrorApi { .. }
         )
     }
 }

@@ -291,10 +291,18 @@ impl Decoded {
         }
     }
 
-    /// Caps an ApiVersions response (no-op for others).
-    pub(crate) fn cap_versions(&mut self) {
+    /// Caps an ApiVersions response and adds `served` (`(api_key, min, max)` of the APIs the proxy
+    /// serves itself: the mirror APIs); a no-op for other responses.
+    pub(crate) fn cap_versions(&mut self, served: &[(i16, i16, i16)]) {
         if let Self::ApiVersions(r) = self {
             cap_api_versions(r);
+            r.api_keys.retain(|k| !served.iter().any(|(key, _, _)| *key == k.api_key));
+            r.api_keys.extend(served.iter().map(|&(key, min, max)| {
+                kafka_protocol::messages::api_versions_response::ApiVersion::default()
+                    .with_api_key(key)
+                    .with_min_version(min)
+                    .with_max_version(max)
+            }));
         }
     }
 

@@ -63,6 +63,10 @@ pub(crate) struct Shared {
     client: Client,
     /// TLS on client connections (`proxy.tls`).
     pub(crate) tls: Option<super::tls::ClientTls>,
+    /// The mirror APIs, served by the proxy itself (none: forwarded like any unknown API).
+    pub(crate) admin: Option<Arc<crate::admin::AdminHandler>>,
+    /// `(api_key, min, max)` of the APIs served here, added to ApiVersions responses.
+    pub(crate) served_api_versions: Vec<(i16, i16, i16)>,
     last_on_demand_refresh: tokio::sync::Mutex<Option<Instant>>,
 }
 
@@ -185,6 +189,20 @@ impl Proxy {
     /// `destination.startup_timeout_ms`; [`ProxyError::Bind`] / [`ProxyError::BrokerListener`] if a
     /// listener cannot be bound.
     pub async fn start(settings: ProxySettings, lookup: Arc<dyn MirrorLookup>, shutdown: CancellationToken) -> Result<Self, ProxyError> {
+        Self::start_with_admin(settings, lookup, None, shutdown).await
+    }
+
+    /// As [`Proxy::start`], also serving the mirror APIs through `admin` on every listener (and
+    /// announcing them in ApiVersions).
+    ///
+    /// # Errors
+    /// As [`Proxy::start`].
+    pub async fn start_with_admin(
+        settings: ProxySettings,
+        lookup: Arc<dyn MirrorLookup>,
+        admin: Option<Arc<crate::admin::AdminHandler>>,
+        shutdown: CancellationToken,
+    ) -> Result<Self, ProxyError> {
         info!(config = %settings.summary(), "starting");
         let tls = match &settings.tls {
             Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
@@ -229,6 +247,8 @@ impl Proxy {
             hard_stop: CancellationToken::new(),
             client,
             tls,
+            served_api_versions: if admin.is_some() { crate::admin::api_versions() } else { Vec::new() },
+            admin,
             last_on_demand_refresh: tokio::sync::Mutex::new(None),
             settings,
         });

@@ -238,6 +238,11 @@ async fn handle_request(shared: &Arc<Shared>, state: &SessionState, frame: Bytes
     let head = RequestHead::parse(&frame).map_err(SessionError::MalformedHeader)?;
     shared.metrics.count_request(head.api_key, frame.len() + 4);
     trace!(api_key = head.api_key, api_version = head.api_version, correlation_id = head.correlation_id, "request");
+    if let Some(admin) = &shared.admin {
+        if crate::protocol::mirror::MirrorApiKey::from_key(head.api_key).is_some() {
+            return handle_mirror_api(admin, state, &frame, &head).await;
+        }
+    }
     let Ok(api_key) = ApiKey::try_from(head.api_key) else {
         // An API this build does not know: forwarded without reading, the broker decides.
         return Ok(forward(frame, &head, None, None, None));
@@ -272,6 +277,29 @@ async fn handle_request(shared: &Arc<Shared>, state: &SessionState, frame: Bytes
         }
         _ => Ok(forward(frame, &head, Some(api_key), None, None)),
     }
+}
+
+/// A mirror API request (spec §8): answered by the proxy itself, for the connection's principal.
+async fn handle_mirror_api(
+    admin: &crate::admin::AdminHandler,
+    state: &SessionState,
+    frame: &Bytes,
+    head: &RequestHead,
+) -> Result<Step, SessionError> {
+    let (_, body) = crate::protocol::mirror::decode_request_header(frame)
+        .map_err(|e| SessionError::MirrorApi { correlation_id: head.correlation_id, message: e.to_string() })?;
+    let principal = state
+        .principal
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+        .unwrap_or_else(|| "User:ANONYMOUS".to_owned());
+    let response = admin
+        .handle(head.api_key, head.api_version, body, &principal)
+        .await
+        .ok_or_else(|| SessionError::MirrorApi { correlation_id: head.correlation_id, message: format!("api key {} is not a mirror API", head.api_key) })?;
+    let answer = crate::protocol::mirror::encode_response(head.correlation_id, &response);
+    Ok(Step { pending: Some(Pending::Local(answer)), forward: None })
 }
 
 fn forward(frame: Bytes, head: &RequestHead, api_key: Option<ApiKey>, refusals: Option<Refusals>, sasl_user: Option<String>) -> Step {
@@ -476,7 +504,7 @@ async fn process_response(
         let map = shared.endpoints_for(&endpoints).await.map_err(ProcessError::Endpoint)?;
         decoded.apply_endpoints(&map);
     }
-    decoded.cap_versions();
+    decoded.cap_versions(&shared.served_api_versions);
     if let Some(refusals) = &expected.refusals {
         decoded = decoded.merge_refusals(refusals);
     }

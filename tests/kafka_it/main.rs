@@ -7,6 +7,7 @@
 
 mod client;
 mod common;
+mod e2e;
 mod control;
 mod proxy;
 mod replicator;

@@ -1,0 +1,122 @@
+//! End to end through the real binaries: `kafka-mirror-proxy` (proxy + control plane) in front of
+//! the destination, `kafka-mirrors` talking to it, Kafka's Java clients through the proxy.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use kafka_harness::{ConsumeOptions, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client, source, unique_name};
+use serde_json::Value;
+
+use crate::common::poll_until;
+
+/// The proxy binary, killed when dropped.
+struct ProxyProcess(Child);
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn start_proxy(destination: &str, state_topic: &str) -> (ProxyProcess, String) {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(unique_name("kmp-e2e"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("proxy.yaml");
+    let yaml = format!(
+        "proxy:\n  listen: \"127.0.0.1:{port}\"\n  advertised_host: \"127.0.0.1\"\n  broker_port_base: 0\ndestination:\n  bootstrap_servers: \"{destination}\"\nmirrors:\n  state_topic: \"{state_topic}\"\n"
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_kafka-mirror-proxy"))
+        .arg("--config")
+        .arg(&file)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    (ProxyProcess(child), format!("127.0.0.1:{port}"))
+}
+
+fn cli(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kafka-mirrors")).args(args).output().expect("kafka-mirrors runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+async fn describe(proxy: &str, mirror: &str) -> Option<Vec<Value>> {
+    let (ok, out, _) = tokio::task::spawn_blocking({
+        let (proxy, mirror) = (proxy.to_owned(), mirror.to_owned());
+        move || cli(&["--bootstrap-server", &proxy, "--describe", "--mirror", &mirror, "--json"])
+    })
+    .await
+    .unwrap();
+    if !ok {
+        return None;
+    }
+    match serde_json::from_str::<Value>(out.trim()).ok()? {
+        Value::Array(rows) => Some(rows),
+        _ => None,
+    }
+}
+
+/// Create, add by regex, MIRRORING with lag 0, produce through the proxy refused, remove (writable),
+/// a producer through the proxy appends at the next offset, consumers through the proxy read it all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_lifecycle_through_the_proxy_binary_and_the_cli() {
+    let (src, dst, java) = (source(), destination(), java_client());
+    let (proxy_process, proxy) = start_proxy(&dst.bootstrap(), &unique_name("__e2e_state"));
+    let prefix = unique_name("e2e");
+    let topic = format!("{prefix}.orders");
+    java.create_topic(&src.bootstrap(), &topic, 2, 1, &[]).unwrap();
+    let lines: Vec<ProduceLine> = (0..20).map(|i| ProducerRecord::to(i % 2).key(format!("k{i}")).value(format!("v{i}")).into()).collect();
+    java.produce(&src.bootstrap(), &topic, &JavaProduceOptions { idempotent: true, ..Default::default() }, &lines).unwrap();
+
+    // The proxy answers once its control plane has loaded the state topic.
+    let config = std::env::temp_dir().join(format!("{}.properties", unique_name("mirror")));
+    std::fs::write(&config, format!("bootstrap.servers={}\n", src.bootstrap())).unwrap();
+    let mirror = unique_name("dr");
+    let created = poll_until(Duration::from_secs(60), || async {
+        let (ok, out, _) = cli(&["--bootstrap-server", &proxy, "--create", "--mirror", &mirror, "--mirror-config", config.to_str().unwrap()]);
+        ok.then_some(out)
+    })
+    .await
+    .expect("kafka-mirrors --create through the proxy");
+    assert_eq!(created.trim(), format!("Created mirror {mirror}"));
+    let (ok, out, err) = cli(&["--bootstrap-server", &proxy, "--add", "--mirror", &mirror, "--topic", &format!("{}\\..*", regex::escape(&prefix))]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), format!("Added 1 topic(s) to mirror {mirror}: [{topic}]"));
+
+    let caught_up = poll_until(Duration::from_secs(90), || async {
+        let rows = describe(&proxy, &mirror).await?;
+        (rows.len() == 2 && rows.iter().all(|r| r["state"] == "MIRRORING" && r["lag"] == 0)).then_some(rows)
+    })
+    .await;
+    assert!(caught_up.is_some(), "not MIRRORING with lag 0: {:?}", describe(&proxy, &mirror).await);
+
+    // Read-only through the proxy.
+    let one = [ProduceLine::from(ProducerRecord::to(0).key("after").value("failover"))];
+    let opts = JavaProduceOptions { props: vec![("delivery.timeout.ms".into(), "5000".into()), ("request.timeout.ms".into(), "4000".into())], ..Default::default() };
+    let refused = java.produce(&proxy, &topic, &opts, &one);
+    assert!(refused.is_err(), "a write to a mirror topic through the proxy succeeded");
+
+    // Failover: stop mirroring; the topic becomes writable and continues at the source's offsets.
+    let (ok, out, err) = cli(&["--bootstrap-server", &proxy, "--remove", "--mirror", &mirror, "--topic", &topic]);
+    assert!(ok, "{err}");
+    assert!(out.contains(&topic), "{out}");
+    let landed = poll_until(Duration::from_secs(60), || async { java.produce(&proxy, &topic, &opts, &one).ok() }).await.expect("writable after remove");
+    assert_eq!(landed, vec![(0, 10)], "the first write after failover takes the next offset of partition 0");
+
+    let mut expected = java.consume(&src.bootstrap(), &topic, &ConsumeOptions::default()).unwrap();
+    let through_proxy = java.consume(&proxy, &topic, &ConsumeOptions::default()).unwrap();
+    assert_eq!(through_proxy.len(), expected.len() + 1);
+    let new = through_proxy.iter().find(|r| r.partition == 0 && r.offset == 10).expect("the new record").clone();
+    expected.push(new);
+    expected.sort_by_key(|r| (r.partition, r.offset));
+    assert_eq!(through_proxy, expected);
+    drop(proxy_process);
+}
