@@ -17,7 +17,7 @@ fn java_and_librdkafka_read_back_what_was_produced() {
 
     // Every shape a mirror must keep: null vs empty keys and values, repeated header keys, null and
     // empty header values, explicit timestamps, non-UTF-8 bytes.
-    let records = vec![
+    let records = [
         ProducerRecord::to(0)
             .key("k0")
             .value("v0")

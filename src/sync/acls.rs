@@ -82,7 +82,7 @@ impl AclSync {
     pub async fn run(&mut self, source: &Client, destination: &Client, filters: &[AclFilter]) -> Result<AclSyncReport, SyncError> {
         let err = |side: &'static str, what: &str| {
             let what = what.to_owned();
-            move |source: ClientError| SyncError::Cluster { side, what, source }
+            move |source: ClientError| SyncError::Cluster { side, what, source: Box::new(source) }
         };
         let mut wanted = BTreeSet::new();
         let mut present = BTreeSet::new();

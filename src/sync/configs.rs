@@ -102,7 +102,7 @@ pub fn config_changes(
 /// [`SyncError::Cluster`] if either side cannot be read or the destination refuses a change.
 pub async fn sync_topic_configs(source: &Client, destination: &Client, topic: &str, filter: &ConfigFilter) -> Result<Vec<AlterConfigOp>, SyncError> {
     let resource = ConfigResource::Topic(topic.to_owned());
-    let err = |side: &'static str| move |source: ClientError| SyncError::Cluster { side, what: format!("configs of {topic}"), source };
+    let err = |side: &'static str| move |source: ClientError| SyncError::Cluster { side, what: format!("configs of {topic}"), source: Box::new(source) };
     let wanted = source.describe_configs(&resource).await.map_err(err("source"))?;
     let current = destination.describe_configs(&resource).await.map_err(err("destination"))?;
     let ops = config_changes(&wanted, &current, filter);

@@ -82,13 +82,13 @@ pub enum SyncError {
         side: &'static str,
         what: String,
         #[source]
-        source: ClientError,
+        source: Box<ClientError>,
     },
 }
 
 fn on(side: &'static str, what: impl Into<String>) -> impl FnOnce(ClientError) -> SyncError {
     let what = what.into();
-    move |source| SyncError::Cluster { side, what, source }
+    move |source| SyncError::Cluster { side, what, source: Box::new(source) }
 }
 
 /// Consumer groups (classic or KIP-848 protocol), not share, connect or streams groups.

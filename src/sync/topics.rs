@@ -48,7 +48,7 @@ pub async fn new_matching_topics(source: &Client, pattern: &TopicPattern, mirror
     let metadata = source
         .refresh_metadata(&[])
         .await
-        .map_err(|source: ClientError| SyncError::Cluster { side: "source", what: "listing topics".to_owned(), source })?;
+        .map_err(|source: ClientError| SyncError::Cluster { side: "source", what: "listing topics".to_owned(), source: Box::new(source) })?;
     Ok(metadata
         .topics
         .values()
