@@ -1,6 +1,8 @@
 //! The harness against real brokers: node kill and restart on a 3-node cluster, Kafka 3.9 support, and
 //! brokers dying with the process that started them.
 
+#![allow(clippy::disallowed_methods, reason = "synchronous test code: std::time::Instant is right here")]
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
