@@ -161,6 +161,7 @@ def main():
                 raise SystemExit("the harness did not start a cluster")
         port, metrics = free_port(), free_port()
         env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
+                   KMP_MIRRORS__ENABLED="false",
                    KMP_DESTINATION__BOOTSTRAP_SERVERS=bootstrap, KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
         proxy = subprocess.Popen([str(TARGET / "release/kafka-mirror-proxy"), "--config", str(ROOT / "proxy.yaml")], env=env,
                                  cwd=ROOT)

@@ -292,7 +292,7 @@ fn join(problems: &[ConfigProblem]) -> String {
 }
 
 /// Prefixes of the environment variables read as configuration: `KMP_` + a top-level section + `__`.
-const ENV_SECTIONS: &[&str] = &["KMP_PROXY__", "KMP_DESTINATION__", "KMP_ADMIN__", "KMP_POLICY__"];
+const ENV_SECTIONS: &[&str] = &["KMP_PROXY__", "KMP_DESTINATION__", "KMP_ADMIN__", "KMP_POLICY__", "KMP_MIRRORS__"];
 
 /// Where configuration comes from: a YAML file or text, and environment variables as a map.
 #[derive(Debug, Default, Clone)]
@@ -719,6 +719,7 @@ mod tests {
                 ("KMP_PROXY__MAX_IN_FLIGHT_PER_CONNECTION", "7"),
                 ("OTHER_PROXY__LISTEN", "ignored"),
                 ("KMP_DEST_BOOTSTRAP", "not a configuration key"),
+                ("KMP_MIRRORS__ENABLED", "false"),
             ],
         )
         .unwrap();
@@ -726,6 +727,7 @@ mod tests {
         assert_eq!(s.broker_port_base, Some(7001));
         assert_eq!(s.bootstrap_servers.len(), 2);
         assert_eq!(s.max_in_flight_per_connection, 7);
+        assert!(!s.mirrors_enabled);
     }
 
     #[test]
