@@ -12,6 +12,7 @@ use clap::Parser;
 use kafka_mirror_proxy::admin::{AdminHandler, AllowAll};
 use kafka_mirror_proxy::client::{Client, ClientConfig};
 use kafka_mirror_proxy::mirror::{InMemoryMirrorLookup, MirrorLookup, MirrorManager, MirrorManagerConfig, SecretKey};
+use kafka_mirror_proxy::report::error_chain as chain;
 use kafka_mirror_proxy::proxy::{ConfigSource, Proxy, ProxySettings};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
@@ -34,17 +35,6 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// An error with its sources, on one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
 
 /// The mirror control plane: its own client of the destination, the manager (loads
 /// `__mirror_state`, resumes mirrors) and the handler of the mirror APIs. Every principal may use the

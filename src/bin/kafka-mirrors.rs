@@ -102,14 +102,7 @@ struct CliError(String);
 
 impl From<AdminClientError> for CliError {
     fn from(e: AdminClientError) -> Self {
-        let mut message = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            message.push_str(": ");
-            message.push_str(&s.to_string());
-            source = s.source();
-        }
-        Self(message)
+        Self(kafka_mirror_proxy::report::error_chain(&e))
     }
 }
 

@@ -291,14 +291,7 @@ async fn connect_source(mirror: &str, settings: &MirrorSettings, timeout: Durati
 }
 
 fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(c) = source {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        source = c.source();
-    }
-    s
+    crate::report::error_chain(e)
 }
 
 fn topic_record(topic: &str, current: &TopicRecord, goal: TopicGoal) -> StateRecord {
