@@ -36,6 +36,12 @@
 #   BENCH_PERF [0]             1: `perf record -g` the replicator during its first bulk copy
 #                              (RUN_DIR/perf-report.txt)
 #
+# Clusters are started here rather than with `kafka-harness up`: the harness's broker JVM options
+# (C1 only, serial GC, 512 MiB heap) are tuned for test start-up, not throughput. Same jars and
+# StorageTool format, Kafka's own JVM defaults, one combined broker+controller per cluster. Every
+# destination has transaction.partition.verification.enable=false (the replicator needs it; MM2 and
+# the raw producer are not transactional, so it does not affect them).
+#
 # Every process the script starts is in its own process group, recorded, and killed on exit
 # (normal end, error, Ctrl-C, timeout).
 
