@@ -404,7 +404,48 @@ fn key_json(r: &StateRecord) -> String {
         StateRecord::Partition { topic, partition, .. } => {
             format!("{{\"type\":\"partition\",\"topic\":{},\"partition\":{partition}}}", json_str(topic))
         }
+        StateRecord::Acl { mirror, binding: b, .. } => format!(
+            "{{\"type\":\"acl\",\"mirror\":{},\"resourceType\":{},\"patternType\":{},\"resourceName\":{},\"principal\":{},\"host\":{},\"operation\":{},\"permissionType\":{}}}",
+            json_str(mirror),
+            code_name(b.resource_type, RESOURCE_TYPES),
+            code_name(b.pattern_type, PATTERN_TYPES),
+            json_str(&b.resource_name),
+            json_str(&b.principal),
+            json_str(&b.host),
+            code_name(b.operation, OPERATIONS),
+            code_name(b.permission_type, PERMISSIONS),
+        ),
     }
+}
+
+/// Kafka's names of the ACL codes (`ResourceType`, `PatternType`, `AclOperation`,
+/// `AclPermissionType` in kafka-clients), for dumps.
+const RESOURCE_TYPES: &[(i8, &str)] =
+    &[(0, "UNKNOWN"), (1, "ANY"), (2, "TOPIC"), (3, "GROUP"), (4, "CLUSTER"), (5, "TRANSACTIONAL_ID"), (6, "DELEGATION_TOKEN"), (7, "USER")];
+const PATTERN_TYPES: &[(i8, &str)] = &[(0, "UNKNOWN"), (1, "ANY"), (2, "MATCH"), (3, "LITERAL"), (4, "PREFIXED")];
+const OPERATIONS: &[(i8, &str)] = &[
+    (0, "UNKNOWN"),
+    (1, "ANY"),
+    (2, "ALL"),
+    (3, "READ"),
+    (4, "WRITE"),
+    (5, "CREATE"),
+    (6, "DELETE"),
+    (7, "ALTER"),
+    (8, "DESCRIBE"),
+    (9, "CLUSTER_ACTION"),
+    (10, "DESCRIBE_CONFIGS"),
+    (11, "ALTER_CONFIGS"),
+    (12, "IDEMPOTENT_WRITE"),
+    (13, "CREATE_TOKENS"),
+    (14, "DESCRIBE_TOKENS"),
+    (15, "TWO_PHASE_COMMIT"),
+];
+const PERMISSIONS: &[(i8, &str)] = &[(0, "UNKNOWN"), (1, "ANY"), (2, "DENY"), (3, "ALLOW")];
+
+/// `"NAME"` for a known code, else the number.
+fn code_name(code: i8, names: &[(i8, &str)]) -> String {
+    names.iter().find(|(c, _)| *c == code).map_or_else(|| code.to_string(), |(_, n)| format!("\"{n}\""))
 }
 
 fn payload_json(r: &StateRecord) -> String {
@@ -447,6 +488,7 @@ fn payload_json(r: &StateRecord) -> String {
                 p.updated_ms
             )
         }
+        StateRecord::Acl { value: Some(a), .. } => format!("{{\"version\":0,\"createdMs\":{}}}", a.created_ms),
         _ => "null".to_owned(),
     }
 }
@@ -459,6 +501,30 @@ mod tests {
     fn tables_are_aligned() {
         let lines = table(&["MIRROR", "TOPICS"], vec![vec!["a-long-mirror".to_owned(), "2".to_owned()], vec!["b".to_owned(), "10".to_owned()]]);
         assert_eq!(lines, ["MIRROR         TOPICS", "a-long-mirror  2", "b              10"]);
+    }
+
+    #[test]
+    fn acl_records_dump_with_kafka_names() {
+        use kafka_mirror_proxy::client::AclBinding;
+        use kafka_mirror_proxy::mirror::records::AclRecord;
+        let binding = AclBinding {
+            resource_type: 2,
+            resource_name: "orders".to_owned(),
+            pattern_type: 4,
+            principal: "User:alice".to_owned(),
+            host: "*".to_owned(),
+            operation: 3,
+            permission_type: 3,
+        };
+        let record = StateRecord::Acl { mirror: "dr".to_owned(), binding: binding.clone(), value: Some(AclRecord { created_ms: 42 }) };
+        assert_eq!(
+            key_json(&record),
+            r#"{"type":"acl","mirror":"dr","resourceType":"TOPIC","patternType":"PREFIXED","resourceName":"orders","principal":"User:alice","host":"*","operation":"READ","permissionType":"ALLOW"}"#
+        );
+        assert_eq!(payload_json(&record), r#"{"version":0,"createdMs":42}"#);
+        let odd = StateRecord::Acl { mirror: "dr".to_owned(), binding: AclBinding { operation: 99, ..binding }, value: None };
+        assert!(key_json(&odd).contains(r#""operation":99"#));
+        assert_eq!(payload_json(&odd), "null");
     }
 
     #[test]
