@@ -21,6 +21,7 @@ mod connection;
 mod error;
 mod groups;
 mod security;
+mod share_groups;
 mod versions;
 
 pub use acls::{
@@ -38,4 +39,5 @@ pub use connection::{BrokerConnection, ConnectionConfig};
 pub use error::{ClientError, ConnectionError, Target};
 pub use groups::ListedGroup;
 pub use security::{SaslMechanism, SaslSettings, SecurityConfig, SecurityProtocol, TlsSettings};
+pub use share_groups::ShareGroupDescription;
 pub use versions::{BrokerVersions, VersionPins};

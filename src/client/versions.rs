@@ -48,6 +48,12 @@ impl BrokerVersions {
         self.0.get(&(api_key as i16)).copied()
     }
 
+    /// The broker's range for a raw api key, including keys the `kafka-protocol` crate does not know
+    /// (the mirror APIs a kafka-mirror-proxy announces, for instance).
+    pub fn range_of_key(&self, api_key: i16) -> Option<VersionRange> {
+        self.0.get(&api_key).copied()
+    }
+
     /// The version to use for `api_key`: `wanted` if given (a per-call or configured pin) and supported
     /// by both sides, otherwise the highest common version. `None` if there is none.
     pub fn choose(&self, api_key: ApiKey, wanted: Option<i16>) -> Option<i16> {
@@ -99,6 +105,9 @@ pub fn ours(api_key: ApiKey) -> VersionRange {
         CreateAcls => CreateAclsRequest, CreateAclsResponse;
         DeleteAcls => DeleteAclsRequest, DeleteAclsResponse;
         DescribeGroups => DescribeGroupsRequest, DescribeGroupsResponse;
+        ShareGroupDescribe => ShareGroupDescribeRequest, ShareGroupDescribeResponse;
+        DescribeShareGroupOffsets => DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse;
+        AlterShareGroupOffsets => AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse;
     }
 }
 

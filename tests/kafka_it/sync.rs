@@ -180,12 +180,13 @@ async fn new_topics_matching_the_pattern_are_found() {
 }
 
 /// ACL bindings matching `acls.include` are created on the destination and deleted there when
-/// deleted at the source, only those the mirror created.
+/// deleted at the source, only those the mirror created, also by a sync started afresh over the
+/// same ledger (a restart).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acls_follow_the_source_within_the_filter() {
     use kafka_harness::{Cluster, ClusterSpec};
     use kafka_mirror_proxy::client::{AclBinding, AclFilter, ANY, PATTERN_LITERAL, PATTERN_PREFIXED, RESOURCE_GROUP, RESOURCE_TOPIC};
-    use kafka_mirror_proxy::sync::{AclSync, parse_acl_filters};
+    use kafka_mirror_proxy::sync::{AclLedger, AclSync, InMemoryAclLedger, parse_acl_filters};
     let secured = |name: &str| {
         Cluster::start(
             ClusterSpec::new(name)
@@ -219,7 +220,8 @@ async fn acls_follow_the_source_within_the_filter() {
     crate::common::poll_until(std::time::Duration::from_secs(20), || async { (s.describe_acls(&all).await.unwrap().len() == 3).then_some(()) })
         .await
         .expect("source ACLs visible");
-    let mut sync = AclSync::new();
+    let ledger = std::sync::Arc::new(InMemoryAclLedger::new());
+    let mut sync = AclSync::new("acl-mirror", ledger.clone());
     let report = sync.run(&s, &d, &filters).await.unwrap();
     let mut want = vec![alice_topics.clone(), alice_group.clone()];
     want.sort();
@@ -235,11 +237,15 @@ async fn acls_follow_the_source_within_the_filter() {
     };
     assert!(expect(vec![alice_topics.clone(), alice_group.clone(), carol.clone()]).await.is_some(), "{:?}", d.describe_acls(&all).await);
 
+    assert_eq!(ledger.load("acl-mirror").await.unwrap(), want.iter().cloned().collect());
+    drop(sync);
+
     s.delete_acls(std::slice::from_ref(&alice_group)).await.unwrap();
     crate::common::poll_until(std::time::Duration::from_secs(20), || async { (s.describe_acls(&all).await.unwrap().len() == 2).then_some(()) })
         .await
         .expect("source deletion visible");
-    let report = sync.run(&s, &d, &filters).await.unwrap();
+    let mut restarted = AclSync::new("acl-mirror", ledger.clone());
+    let report = restarted.run(&s, &d, &filters).await.unwrap();
     assert_eq!(report.deleted, vec![alice_group.clone()]);
     assert!(expect(vec![alice_topics.clone(), carol.clone()]).await.is_some(), "{:?}", d.describe_acls(&all).await);
 }
