@@ -13,6 +13,13 @@
 //!    valid range (log start to what has been mirrored so far), as consumer offsets are, and only
 //!    those that differ from the destination's are written.
 //!
+//! What a broker reports as start offset is the share-partition state it last persisted, and a
+//! share-partition leader persists the state *before* it moves the start offset past newly
+//! acknowledged records (seen with Kafka 4.4: after acknowledging offsets 0–9 the reported start
+//! offset stays 0 until the next acknowledgement). The acknowledged-but-not-yet-reflected records
+//! are not visible through any admin API, so after a failover the destination group delivers them
+//! again: at least once, as share groups deliver anyway.
+//!
 //! Must not touch consumer groups ([`super::groups`]) or record data.
 
 use std::collections::{BTreeMap, BTreeSet};

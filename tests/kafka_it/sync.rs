@@ -1,14 +1,18 @@
-//! Sync of consumer group offsets against real clusters (issue 7, first part).
+//! The sync jobs against real clusters (issue 7): consumer and share group offsets, topic configs,
+//! partitions, new topics, ACLs, and the sync runner.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use kafka_harness::{ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client, source, unique_name};
+use std::time::Duration;
+
 use kafka_mirror_proxy::client::IsolationLevel;
 use kafka_mirror_proxy::sync::{GroupFilter, sync_group_offsets};
+use kafka_protocol::messages::ApiKey;
 
-use crate::common::client;
+use crate::common::{client, poll_until};
 use crate::replicator::{start, wait_caught_up};
 
 /// A librdkafka group member (tests/clients/group_member.py) that stays in the group until dropped.
@@ -316,4 +320,143 @@ async fn unreachable_source_is_reported_and_retried() {
     crate::replicator::assert_identical(java, &src, dst, &topic).await;
     cancel.cancel();
     task.await.unwrap();
+}
+
+/// Share group start offsets (KIP-932): after a share group consumed and acknowledged part of a
+/// mirrored topic on the source, one sync run gives the group on the destination the source's
+/// start offset for every partition (as DescribeShareGroupOffsets reads them on both sides), and a
+/// share consumer of the group there receives exactly the records from those offsets on. A group
+/// with a member on the destination is left alone; a name that is a consumer group on the
+/// destination is reported (once) and skipped. Share groups are on by default in Kafka 4.2+
+/// (`share.version` 1 from metadata version 4.2-IV0), so the shared clusters serve them as they are.
+///
+/// The start offset a broker reports trails what was acknowledged by one state write (it persists
+/// the share-partition state, then moves the start offset in memory; seen with Kafka 4.4): so the
+/// group consumes twice, every record each time, and the start offsets it reports are where the
+/// second round began. The test asserts against what the source reports, not against that rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_group_start_offsets_arrive_and_a_share_consumer_resumes_there() {
+    use kafka_mirror_proxy::sync::sync_share_group_offsets;
+    let (src, dst, java) = (source(), destination(), java_client());
+    let topic = unique_name("sync-share");
+    java.create_topic(&src.bootstrap(), &topic, 3, 1, &[]).unwrap();
+    let write = |round: usize| {
+        let lines: Vec<ProduceLine> = (0..30).map(|i| ProducerRecord::to(i % 3).key(format!("k{round}-{i}")).value("v").into()).collect();
+        java.produce(&src.bootstrap(), &topic, &JavaProduceOptions::default(), &lines).unwrap();
+    };
+    let (s, d) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
+    for (side, c) in [("source", &s), ("destination", &d)] {
+        assert!(c.supports(ApiKey::AlterShareGroupOffsets).await.unwrap(), "{side} has no share groups");
+    }
+    let prefix = unique_name("share");
+    let (synced, busy, conflict) = (format!("{prefix}-app"), format!("{prefix}-busy"), format!("{prefix}-conflict"));
+    // Two rounds of consuming and acknowledging every record, then records nobody consumed yet.
+    write(0);
+    assert_eq!(java.share_consume(&src.bootstrap(), &topic, &synced, 30, Some("earliest")).unwrap().len(), 30);
+    write(1);
+    assert_eq!(java.share_consume(&src.bootstrap(), &topic, &synced, 30, None).unwrap().len(), 30);
+    write(2);
+    let replicator = start(src, dst, std::slice::from_ref(&topic), IsolationLevel::ReadCommitted).await;
+    wait_caught_up(&replicator, &s, &topic).await;
+
+    let partitions: BTreeMap<String, Vec<i32>> = [(topic.clone(), vec![0, 1, 2])].into();
+    let at_source = s.describe_share_group_offsets(&synced, &partitions).await.unwrap();
+    assert_eq!(at_source.len(), 3, "every partition has a start offset: {at_source:?}");
+    assert!(at_source.values().all(|o| *o > 0 && *o < 30), "{at_source:?}");
+    // `busy` and `conflict` are share groups on the source too (AlterShareGroupOffsets creates them);
+    // on the destination `busy` has a member (starting at the latest offsets, Kafka's default) and
+    // `conflict` is a consumer group.
+    for group in [&busy, &conflict] {
+        s.alter_share_group_offsets(group, &[((topic.clone(), 0), 2)].into()).await.unwrap();
+        assert_eq!(s.describe_share_group_offsets(group, &partitions).await.unwrap(), [((topic.clone(), 0), 2)].into());
+    }
+    let member = java.share_member(&dst.bootstrap(), &topic, &busy).unwrap();
+    poll_until(Duration::from_secs(60), || async { d.describe_share_group(&busy).await.unwrap().filter(|g| !g.members.is_empty()) })
+        .await
+        .expect("the destination member of `busy` joins");
+    let busy_before = d.describe_share_group_offsets(&busy, &partitions).await.unwrap();
+    java.commit_offset(&dst.bootstrap(), &conflict, &topic, 0, 2).unwrap();
+
+    let topics: BTreeSet<String> = [topic.clone()].into();
+    let filter = GroupFilter::new(&[&format!("{}.*", regex::escape(&prefix))], &[]).unwrap();
+    let report = sync_share_group_offsets(&s, &d, &topics, &filter).await.unwrap();
+    assert_eq!(report.unsupported, None);
+    let altered: BTreeMap<(String, i32), i64> = report.altered.iter().filter(|a| a.0 == synced).map(|(_, t, p, o)| ((t.clone(), *p), *o)).collect();
+    assert_eq!(report.altered.len(), altered.len(), "only `{synced}` is written: {report:?}");
+    assert_eq!(altered, at_source);
+    let reasons: BTreeMap<&str, &str> = report.skipped.iter().map(|g| (g.group.as_str(), g.reason.as_str())).collect();
+    assert_eq!(reasons.len(), 2, "{report:?}");
+    assert!(reasons[busy.as_str()].starts_with("has 1 active member(s) on the destination"), "{report:?}");
+    assert_eq!(reasons[conflict.as_str()], "a share group on the source and a consumer group on the destination");
+    // The consumer group sync does not report the same conflict again.
+    let consumer_report = sync_group_offsets(&s, &d, &topics, &filter).await.unwrap();
+    assert!(consumer_report.skipped.is_empty() && consumer_report.committed.is_empty(), "{consumer_report:?}");
+
+    assert_eq!(d.describe_share_group_offsets(&synced, &partitions).await.unwrap(), at_source);
+    assert_eq!(d.describe_share_group_offsets(&busy, &partitions).await.unwrap(), busy_before, "the active group's offsets were touched");
+    let conflict_offsets: Vec<(i32, i64)> = java.group_offsets(&dst.bootstrap(), &conflict).unwrap().iter().map(|o| (o.partition, o.offset)).collect();
+    assert_eq!(conflict_offsets, vec![(0, 2)]);
+    drop(member);
+
+    // A second run writes nothing for `synced` (unchanged) and, now that its member left, syncs
+    // `busy`. A share consumer of `synced` on the destination receives exactly the records from
+    // the synced start offsets on, none before.
+    let again = sync_share_group_offsets(&s, &d, &topics, &filter).await.unwrap();
+    assert_eq!(again.altered, vec![(busy.clone(), topic.clone(), 0, 2)], "{again:?}");
+    let expected: Vec<_> =
+        java.consume(&src.bootstrap(), &topic, &Default::default()).unwrap().into_iter().filter(|r| r.offset >= at_source[&(topic.clone(), r.partition)]).collect();
+    assert_eq!(expected.len() as i64, at_source.values().map(|o| 30 - o).sum::<i64>());
+    let got = java.share_consume(&dst.bootstrap(), &topic, &synced, expected.len(), None).unwrap();
+    assert_eq!(got, expected);
+    replicator.shutdown().await;
+}
+
+/// A source older than Kafka 4.1 (here 3.9, which has no share groups): the group offset tick of
+/// the sync runner still syncs consumer group offsets, and the share group sync succeeds with the
+/// reason it did nothing. Needs its own 3.9 cluster (the shared ones run `KAFKA_VERSION`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_without_share_groups_does_not_fail_the_group_sync() {
+    use std::sync::Arc;
+    use kafka_harness::{Cluster, ClusterSpec};
+    use kafka_mirror_proxy::replicator::ReplicationError;
+    use kafka_mirror_proxy::sync::{MirroredTopics, SyncKind, SyncRunner, SyncSettings};
+
+    /// The runner's view of the mirror: one topic, copied by hand below.
+    #[derive(Debug)]
+    struct Fixed(String);
+    impl MirroredTopics for Fixed {
+        fn topics(&self) -> Vec<String> {
+            vec![self.0.clone()]
+        }
+        fn sync_partitions<'a>(&'a self, _: &'a str) -> futures_util::future::BoxFuture<'a, Result<i32, ReplicationError>> {
+            unreachable!("not on the group tick")
+        }
+        fn add_topic<'a>(&'a self, _: &'a str) -> futures_util::future::BoxFuture<'a, ()> {
+            unreachable!("not on the group tick")
+        }
+    }
+
+    let old = Cluster::start(ClusterSpec::new("sync-kafka39").version("3.9.1")).unwrap();
+    let (dst, java) = (destination(), java_client());
+    let topic = unique_name("sync-old");
+    let lines: Vec<ProduceLine> = (0..10).map(|i| ProducerRecord::to(0).key(format!("k{i}")).value("v").into()).collect();
+    for cluster in [&old, dst] {
+        java.create_topic(&cluster.bootstrap(), &topic, 1, 1, &[]).unwrap();
+        java.produce(&cluster.bootstrap(), &topic, &JavaProduceOptions::default(), &lines).unwrap();
+    }
+    let group = unique_name("old-group");
+    java.commit_offset(&old.bootstrap(), &group, &topic, 0, 4).unwrap();
+    let (s, d) = (Arc::new(client(&old.bootstrap()).await), Arc::new(client(&dst.bootstrap()).await));
+    assert!(!s.supports(ApiKey::DescribeShareGroupOffsets).await.unwrap());
+    let settings = SyncSettings { groups: GroupFilter::new(&[&regex::escape(&group)], &[]).unwrap(), ..SyncSettings::default() };
+    let runner = SyncRunner::new(s, d, Arc::new(Fixed(topic.clone())), settings);
+    runner.sync_groups_once().await;
+    let status = runner.status_handle().lock().unwrap().clone();
+    let groups = &status[&SyncKind::GroupOffsets];
+    assert!(groups.last_success.is_some() && groups.last_failure.is_none(), "{groups:?}");
+    let share = &status[&SyncKind::ShareGroupOffsets];
+    assert!(share.last_success.is_some() && share.last_failure.is_none(), "{share:?}");
+    assert!(share.note.as_deref().is_some_and(|n| n.contains("source cluster does not serve DescribeShareGroupOffsets")), "{share:?}");
+    let synced: Vec<(i32, i64)> = java.group_offsets(&dst.bootstrap(), &group).unwrap().iter().map(|o| (o.partition, o.offset)).collect();
+    assert_eq!(synced, vec![(0, 4)]);
 }
