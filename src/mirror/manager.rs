@@ -474,8 +474,9 @@ impl MirrorManager {
     /// Starts mirroring the source topics matching `patterns` and not `exclude`.
     ///
     /// # Errors
-    /// Top level: unknown mirror, invalid pattern, unreachable source, no matching topic, store
-    /// failure. Per topic (in the outcomes): the topic is already in a mirror.
+    /// Top level: unknown mirror, invalid pattern, unreachable source, no matching topic, the
+    /// loop check failing, store failure. Per topic (in the outcomes): the topic is already in a
+    /// mirror, or is a mirror topic at the source ([`MirrorError::MirrorLoop`]).
     pub async fn add_topics(&self, mirror: &str, patterns: &[String], exclude: &[String]) -> Result<TopicOutcomes, MirrorError> {
         let include = Pattern::compile_all(patterns)?;
         let exclude = Pattern::compile_all(exclude)?;
@@ -503,9 +504,15 @@ impl MirrorManager {
         if matched.is_empty() {
             return Err(MirrorError::NoMatchingTopic(describe_patterns(patterns)));
         }
+        // Mirror topics of the source itself are refused (mirrors must not loop).
+        let looped = super::loops::source_mirror_topics(&source, &self.shared.config.state_topic).await.map_err(|e| MirrorError::LoopCheck(Box::new(e)))?;
         let mut outcomes = Vec::new();
         let mut added = Vec::new();
         for info in matched {
+            if let Some(source_mirror) = looped.get(&info.name) {
+                outcomes.push((info.name.clone(), Err(MirrorError::MirrorLoop { topic: info.name.clone(), source_mirror: source_mirror.clone() })));
+                continue;
+            }
             let existing = self.shared.model().topics.get(&info.name).cloned();
             if let Some(entry) = existing.filter(|e| e.record.goal != TopicGoal::Stopped) {
                 outcomes.push((

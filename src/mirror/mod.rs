@@ -18,9 +18,11 @@
 //! - [`store`]: the topic itself: create, load, write; segment decoding for `--dump-state`.
 //! - `model`: the in-memory image the write policy and describe read.
 //! - [`manager`]: the operations; `runner`: one task per mirror topic.
+//! - [`loops`]: which source topics are themselves mirror topics there (refused: mirrors must not loop).
 
 mod error;
 mod lookup;
+pub mod loops;
 pub mod manager;
 mod model;
 pub mod records;
@@ -32,6 +34,7 @@ pub mod store;
 
 pub use error::MirrorError;
 pub use lookup::{InMemoryMirrorLookup, MirrorLookup, MirroredTopic};
+pub use loops::{LoopCheckError, source_mirror_topics};
 pub use manager::{
     ConfigChange, DescribedSetting, MirrorDescription, MirrorListing, MirrorManager, MirrorManagerConfig, PartitionDescription,
     TopicDescription, TopicOutcomes,

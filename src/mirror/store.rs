@@ -112,59 +112,10 @@ impl StateStore {
 
     /// Every record from the log start to the high watermark.
     async fn load(&self) -> Result<Vec<StateRecord>, StoreError> {
-        let client = &self.destination;
-        let end = client
-            .list_offset(&self.topic, 0, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
-            .await
-            .map_err(self.fail("ListOffsets"))?;
-        let mut offset = client
-            .list_offset(&self.topic, 0, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
-            .await
-            .map_err(self.fail("ListOffsets"))?;
-        let mut records = Vec::new();
-        while offset < end {
-            let fetched = client
-                .fetch_partition(&self.topic, 0, offset, IsolationLevel::ReadUncommitted, LOAD_FETCH_BYTES)
-                .await
-                .map_err(self.fail("Fetch"))?;
-            let before = offset;
-            for batch in RecordBatches::new(fetched.records) {
-                let batch = batch.map_err(|_| StoreError::Corrupt {
-                    topic: self.topic.clone(),
-                    offset,
-                    source: DecodeError::InvalidValue { field: "record batch", value: offset },
-                })?;
-                if batch.next_offset() <= offset {
-                    continue;
-                }
-                if !batch.is_control() {
-                    records.extend(self.decode_batch(&batch, offset)?);
-                }
-                offset = batch.next_offset();
-            }
-            if offset == before {
-                // A batch larger than the fetch size cannot be: state records are small.
-                warn!(topic = %self.topic, offset, "no progress loading the mirror state; retrying");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-        Ok(records)
-    }
-
-    fn decode_batch(&self, batch: &crate::protocol::batch::RawBatch, from: i64) -> Result<Vec<StateRecord>, StoreError> {
-        let corrupt = |offset, source| StoreError::Corrupt { topic: self.topic.clone(), offset, source };
-        let mut out = Vec::new();
-        let records = batch.records().map_err(|_| corrupt(batch.base_offset(), DecodeError::InvalidValue { field: "records", value: 0 }))?;
-        for record in records {
-            let record = record.map_err(|_| corrupt(batch.base_offset(), DecodeError::InvalidValue { field: "record", value: 0 }))?;
-            let offset = batch.record_offset(&record);
-            if offset < from {
-                continue;
-            }
-            let Some(key) = record.key.as_deref() else { continue };
-            out.push(StateRecord::decode(key, record.value.as_deref()).map_err(|e| corrupt(offset, e))?);
-        }
-        Ok(out)
+        read_state_topic(&self.destination, &self.topic).await.map_err(|e| match e {
+            ReadError::Client { action, source } => StoreError::Destination { topic: self.topic.clone(), action, source: Box::new(source) },
+            ReadError::Corrupt { offset, source } => StoreError::Corrupt { topic: self.topic.clone(), offset, source },
+        })
     }
 
     /// Appends `record` and returns once the destination has it (acks=all).
@@ -200,6 +151,61 @@ impl StateStore {
     pub fn topic(&self) -> &str {
         &self.topic
     }
+}
+
+/// Why [`read_state_topic`] failed; each caller names the cluster.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    /// A call to the cluster failed.
+    Client { action: &'static str, source: ClientError },
+    /// A record does not decode.
+    Corrupt { offset: i64, source: DecodeError },
+}
+
+/// Every record of the state topic `topic` (partition 0) on `client`, from the log start to the
+/// high watermark, in log order: the store's load, and the mirror-loop check reading a source
+/// cluster's state (`loops`).
+pub(crate) async fn read_state_topic(client: &Client, topic: &str) -> Result<Vec<StateRecord>, ReadError> {
+    let fail = |action| move |source| ReadError::Client { action, source };
+    let end = client.list_offset(topic, 0, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.map_err(fail("ListOffsets"))?;
+    let mut offset = client.list_offset(topic, 0, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted).await.map_err(fail("ListOffsets"))?;
+    let mut records = Vec::new();
+    while offset < end {
+        let fetched = client.fetch_partition(topic, 0, offset, IsolationLevel::ReadUncommitted, LOAD_FETCH_BYTES).await.map_err(fail("Fetch"))?;
+        let before = offset;
+        for batch in RecordBatches::new(fetched.records) {
+            let batch = batch.map_err(|_| ReadError::Corrupt { offset, source: DecodeError::InvalidValue { field: "record batch", value: offset } })?;
+            if batch.next_offset() <= offset {
+                continue;
+            }
+            if !batch.is_control() {
+                records.extend(decode_batch(&batch, offset)?);
+            }
+            offset = batch.next_offset();
+        }
+        if offset == before {
+            // A batch larger than the fetch size cannot be: state records are small.
+            warn!(topic, offset, "no progress loading the mirror state; retrying");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(records)
+}
+
+fn decode_batch(batch: &crate::protocol::batch::RawBatch, from: i64) -> Result<Vec<StateRecord>, ReadError> {
+    let corrupt = |offset, source| ReadError::Corrupt { offset, source };
+    let mut out = Vec::new();
+    let records = batch.records().map_err(|_| corrupt(batch.base_offset(), DecodeError::InvalidValue { field: "records", value: 0 }))?;
+    for record in records {
+        let record = record.map_err(|_| corrupt(batch.base_offset(), DecodeError::InvalidValue { field: "record", value: 0 }))?;
+        let offset = batch.record_offset(&record);
+        if offset < from {
+            continue;
+        }
+        let Some(key) = record.key.as_deref() else { continue };
+        out.push(StateRecord::decode(key, record.value.as_deref()).map_err(|e| corrupt(offset, e))?);
+    }
+    Ok(out)
 }
 
 /// Decodes the records of a `__mirror_state` log segment file (as found in a broker's data

@@ -460,3 +460,105 @@ async fn a_source_without_share_groups_does_not_fail_the_group_sync() {
     let synced: Vec<(i32, i64)> = java.group_offsets(&dst.bootstrap(), &group).unwrap().iter().map(|o| (o.partition, o.offset)).collect();
     assert_eq!(synced, vec![(0, 4)]);
 }
+
+/// Mirror loops: a source topic that is a mirror topic (not STOPPED) of a mirror on the source
+/// cluster is refused, by name and by a pattern (which still adds the other topic it matches),
+/// found through the source's state topic and, with another state topic name, only by asking the
+/// kafka-mirror-proxy in front of the source; once the topic is STOPPED at the source it can be
+/// added. The source is made to look mirrored by a manager whose destination is the shared source
+/// (mirroring a topic from the shared destination into it), with a state topic of its own name so
+/// that no other test sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_topics_of_the_source_are_refused_until_stopped_there() {
+    use std::sync::Arc;
+    use kafka_mirror_proxy::admin::{AdminHandler, AllowAll};
+    use kafka_mirror_proxy::mirror::{MirrorError, MirrorManager, MirrorManagerConfig};
+    use kafka_mirror_proxy::protocol::mirror::MirrorErrorCode;
+    use kafka_mirror_proxy::proxy::{Proxy, ProxySettings};
+    let (src, dst, java) = (source(), destination(), java_client());
+    let manager = |bootstrap: String, state_topic: String| async move {
+        let config = MirrorManagerConfig {
+            state_topic,
+            status_interval: Duration::from_millis(200),
+            stop_wait: Duration::from_secs(60),
+            fetch_max_wait: Duration::from_millis(100),
+            ..MirrorManagerConfig::default()
+        };
+        Arc::new(MirrorManager::start(Arc::new(client(&bootstrap).await), config).await.expect("manager starts"))
+    };
+    let mirror_of = |bootstrap: String| [("bootstrap.servers".to_owned(), bootstrap)].into_iter().collect();
+    let state_topic = unique_name("__mirror_state-loops");
+
+    // Back: the shared destination's `looped` is mirrored into the shared source.
+    let looped = unique_name("loop");
+    java.create_topic(&dst.bootstrap(), &looped, 1, 1, &[]).unwrap();
+    let lines: Vec<ProduceLine> = (0..5).map(|i| ProducerRecord::to(0).key(format!("k{i}")).value("v").into()).collect();
+    java.produce(&dst.bootstrap(), &looped, &JavaProduceOptions::default(), &lines).unwrap();
+    let back = manager(src.bootstrap(), state_topic.clone()).await;
+    let back_mirror = unique_name("back");
+    back.create_mirror(&back_mirror, mirror_of(dst.bootstrap()), false).await.unwrap();
+    let added = back.add_topics(&back_mirror, std::slice::from_ref(&looped), &[]).await.unwrap();
+    assert!(added.iter().all(|(_, r)| r.is_ok()), "{added:?}");
+    let s = client(&src.bootstrap()).await;
+    poll_until(Duration::from_secs(60), || async { s.refresh_metadata(&[&looped]).await.unwrap().topics.contains_key(&looped).then_some(()) })
+        .await
+        .expect("the back mirror creates its topic on the source");
+    let plain = unique_name("plain");
+    java.create_topic(&src.bootstrap(), &plain, 1, 1, &[]).unwrap();
+
+    let is_loop = |outcome: &Result<(), MirrorError>| match outcome {
+        Err(e @ MirrorError::MirrorLoop { topic, source_mirror }) => {
+            assert_eq!((topic, source_mirror), (&looped, &back_mirror));
+            assert_eq!(e.code(), MirrorErrorCode::TopicAlreadyInMirror);
+            assert!(e.message().contains(&format!("topic `{looped}` is a mirror topic of mirror `{back_mirror}` on the source cluster")), "{}", e.message());
+            true
+        }
+        _ => false,
+    };
+
+    // Forth, through the source's state topic (same name on both sides).
+    let forth = manager(dst.bootstrap(), state_topic.clone()).await;
+    let forth_mirror = unique_name("forth");
+    forth.create_mirror(&forth_mirror, mirror_of(src.bootstrap()), false).await.unwrap();
+    let by_name = forth.add_topics(&forth_mirror, std::slice::from_ref(&looped), &[]).await.unwrap();
+    assert_eq!(by_name.len(), 1);
+    assert!(is_loop(&by_name[0].1), "{by_name:?}");
+    let pattern = format!("{}|{}", regex::escape(&looped), regex::escape(&plain));
+    let by_pattern: BTreeMap<String, Result<(), MirrorError>> = forth.add_topics(&forth_mirror, &[pattern], &[]).await.unwrap().into_iter().collect();
+    assert_eq!(by_pattern.len(), 2, "{by_pattern:?}");
+    assert!(is_loop(&by_pattern[&looped]), "{by_pattern:?}");
+    assert!(by_pattern[&plain].is_ok(), "{by_pattern:?}");
+    let listing = forth.list_mirrors().into_iter().find(|m| m.name == forth_mirror).unwrap();
+    assert_eq!(listing.topics, vec![plain.clone()]);
+
+    // Forth through a kafka-mirror-proxy in front of the source that serves the back manager's
+    // mirror APIs; this manager's state topic has another name, so only the proxy can tell.
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut settings = ProxySettings::for_bootstrap(&src.bootstrap());
+    settings.startup_timeout = Duration::from_secs(30);
+    let handler = Arc::new(AdminHandler::new(back.clone(), Arc::new(AllowAll)));
+    let proxy = Proxy::start_with_admin(settings, back.lookup(), Some(handler), shutdown.clone()).await.expect("proxy starts");
+    let via_proxy = manager(dst.bootstrap(), unique_name("__mirror_state-loops-other")).await;
+    let proxied_mirror = unique_name("proxied");
+    via_proxy.create_mirror(&proxied_mirror, mirror_of(proxy.bootstrap_addr().to_string()), false).await.unwrap();
+    let outcomes = via_proxy.add_topics(&proxied_mirror, std::slice::from_ref(&looped), &[]).await.unwrap();
+    assert!(is_loop(&outcomes[0].1), "{outcomes:?}");
+
+    // STOPPED at the source: no longer a mirror topic there.
+    let removed = back.remove_topics(&back_mirror, std::slice::from_ref(&looped)).await.unwrap();
+    assert!(removed.iter().all(|(_, r)| r.is_ok()), "{removed:?}");
+    let back_state = back.describe(Some(std::slice::from_ref(&back_mirror))).await.remove(0).1.unwrap();
+    assert!(back_state.topics[0].partitions.iter().all(|p| p.state == kafka_mirror_proxy::mirror::PartitionState::Stopped), "{back_state:?}");
+    // Added by one manager at a time: `looped` on the destination is the original topic, so each
+    // stops copying into it again before the other adds it.
+    for (m, name) in [(&via_proxy, &proxied_mirror), (&forth, &forth_mirror)] {
+        let outcomes = m.add_topics(name, std::slice::from_ref(&looped), &[]).await.unwrap();
+        assert!(outcomes.iter().all(|(_, r)| r.is_ok()), "{outcomes:?}");
+        m.remove_topics(name, std::slice::from_ref(&looped)).await.unwrap();
+    }
+    shutdown.cancel();
+    assert!(proxy.wait().await, "proxy stops gracefully");
+    for m in [forth, via_proxy, back] {
+        m.shutdown().await;
+    }
+}
