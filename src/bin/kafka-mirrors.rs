@@ -415,6 +415,7 @@ fn key_json(r: &StateRecord) -> String {
             code_name(b.operation, OPERATIONS),
             code_name(b.permission_type, PERMISSIONS),
         ),
+        StateRecord::Filter { mirror, .. } => format!("{{\"type\":\"filter\",\"mirror\":{}}}", json_str(mirror)),
     }
 }
 
@@ -489,6 +490,10 @@ fn payload_json(r: &StateRecord) -> String {
             )
         }
         StateRecord::Acl { value: Some(a), .. } => format!("{{\"version\":0,\"createdMs\":{}}}", a.created_ms),
+        StateRecord::Filter { value: Some(f), .. } => {
+            let list = |v: &[String]| v.iter().map(|p| json_str(p)).collect::<Vec<_>>().join(",");
+            format!("{{\"version\":0,\"include\":[{}],\"exclude\":[{}]}}", list(&f.include), list(&f.exclude))
+        }
         _ => "null".to_owned(),
     }
 }

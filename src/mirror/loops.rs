@@ -28,7 +28,7 @@ use tracing::debug;
 
 use super::PartitionState;
 use super::model::Model;
-use super::store::{ReadError, read_state_topic};
+use super::store::{StoreError, read_state_topic};
 use crate::admin::client::{AdminClientError, MirrorAdminClient};
 use crate::client::{Client, ClientError, SecurityProtocol};
 use crate::protocol::mirror::{DecodeError, DescribeMirrorsRequest, ListMirrorsRequest, MirrorApiKey, MirrorErrorCode};
@@ -55,6 +55,13 @@ pub enum LoopCheckError {
         offset: i64,
         #[source]
         source: DecodeError,
+    },
+    /// The source's state topic could not be read, for another reason.
+    #[error("reading `{topic}` on the source")]
+    State {
+        topic: String,
+        #[source]
+        source: Box<StoreError>,
     },
     /// The source's proxy announces the mirror APIs but could not be asked.
     #[error("asking the source's kafka-mirror-proxy for its mirrors")]
@@ -91,9 +98,10 @@ async fn from_state_topic(source: &Client, topic: &str) -> Result<BTreeMap<Strin
     if !source.refresh_metadata(&[topic]).await.map_err(fail("Metadata"))?.topics.contains_key(topic) {
         return Ok(BTreeMap::new());
     }
-    let records = read_state_topic(source, topic).await.map_err(|e| match e {
-        ReadError::Client { action, source } => fail(action)(source),
-        ReadError::Corrupt { offset, source } => LoopCheckError::CorruptState { topic: topic.to_owned(), offset, source },
+    let (records, _) = read_state_topic(source, topic).await.map_err(|e| match e {
+        StoreError::Destination { action, source, .. } => fail(action)(*source),
+        StoreError::Corrupt { offset, source, .. } => LoopCheckError::CorruptState { topic: topic.to_owned(), offset, source },
+        other => LoopCheckError::State { topic: topic.to_owned(), source: Box::new(other) },
     })?;
     let mut model = Model::default();
     for record in &records {

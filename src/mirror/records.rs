@@ -8,6 +8,7 @@
 //! | 1 topic     | topic name              | [`TopicRecord`]      | its mirror is deleted |
 //! | 2 partition | topic name, partition   | [`PartitionRecord`]  | its mirror is deleted |
 //! | 3 ACL       | mirror name, binding (resource type, pattern type, resource name, principal, host, operation, permission) | [`AclRecord`] | the binding is deleted, or its mirror is |
+//! | 4 filter    | mirror name             | [`TopicFilter`]      | the mirror is deleted |
 //!
 //! Topics are keyed by name alone: a destination topic belongs to at most one mirror, and the key
 //! makes that so in the compacted log too. ACL records are the ledger of the ACL sync
@@ -28,6 +29,7 @@ const KEY_MIRROR: i16 = 0;
 const KEY_TOPIC: i16 = 1;
 const KEY_PARTITION: i16 = 2;
 const KEY_ACL: i16 = 3;
+const KEY_FILTER: i16 = 4;
 
 /// The key of a `__mirror_state` record.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,6 +42,8 @@ pub enum StateKey {
     Partition { topic: String, partition: i32 },
     /// An ACL binding a mirror created on the destination.
     Acl { mirror: String, binding: AclBinding },
+    /// A mirror's topic patterns.
+    Filter { mirror: String },
 }
 
 /// One setting of a mirror as stored: secrets are encrypted (see `settings`).
@@ -224,6 +228,18 @@ pub struct AclRecord {
 }
 flexible_struct!(AclRecord { created_ms });
 
+/// Value of a filter key: the topic patterns added to a mirror (`--add --topic REGEX` and its
+/// `--exclude`), kept so that new source topics matching them are added later (spec §7). Patterns
+/// match whole topic names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TopicFilter {
+    /// Patterns topics are added by.
+    pub include: Vec<String>,
+    /// Patterns excluded from them (the mirror's `topics.exclude` applies too).
+    pub exclude: Vec<String>,
+}
+flexible_struct!(TopicFilter { include, exclude });
+
 /// A decoded `__mirror_state` record: its key and its value (`None` for a tombstone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateRecord {
@@ -235,6 +251,8 @@ pub enum StateRecord {
     Partition { topic: String, partition: i32, value: Option<PartitionRecord> },
     /// An ACL binding created by a mirror (the ACL sync's ledger).
     Acl { mirror: String, binding: AclBinding, value: Option<AclRecord> },
+    /// A mirror's topic patterns.
+    Filter { mirror: String, value: Option<TopicFilter> },
 }
 
 impl StateRecord {
@@ -245,6 +263,7 @@ impl StateRecord {
             Self::Topic { topic, .. } => StateKey::Topic { topic: topic.clone() },
             Self::Partition { topic, partition, .. } => StateKey::Partition { topic: topic.clone(), partition: *partition },
             Self::Acl { mirror, binding, .. } => StateKey::Acl { mirror: mirror.clone(), binding: binding.clone() },
+            Self::Filter { mirror, .. } => StateKey::Filter { mirror: mirror.clone() },
         }
     }
 
@@ -255,6 +274,7 @@ impl StateRecord {
             Self::Topic { value, .. } => value.is_none(),
             Self::Partition { value, .. } => value.is_none(),
             Self::Acl { value, .. } => value.is_none(),
+            Self::Filter { value, .. } => value.is_none(),
         }
     }
 
@@ -287,6 +307,10 @@ impl StateRecord {
                 binding.operation.write(&mut w);
                 binding.permission_type.write(&mut w);
             }
+            Self::Filter { mirror, .. } => {
+                KEY_FILTER.write(&mut w);
+                mirror.write(&mut w);
+            }
         }
         w.into_bytes()
     }
@@ -300,6 +324,7 @@ impl StateRecord {
             Self::Topic { value, .. } => value.as_ref()?.write(&mut w),
             Self::Partition { value, .. } => value.as_ref()?.write(&mut w),
             Self::Acl { value, .. } => value.as_ref()?.write(&mut w),
+            Self::Filter { value, .. } => value.as_ref()?.write(&mut w),
         }
         Some(w.into_bytes())
     }
@@ -338,6 +363,10 @@ impl StateRecord {
                     permission_type: r.i8("permission type")?,
                 };
                 Self::Acl { mirror, binding, value: value.map(decode_value).transpose()? }
+            }
+            KEY_FILTER => {
+                let mirror = r.string("mirror name")?;
+                Self::Filter { mirror, value: value.map(decode_value).transpose()? }
             }
             other => return Err(DecodeError::InvalidValue { field: "key type", value: i64::from(other) }),
         };
@@ -418,6 +447,8 @@ mod tests {
             (".{0,20}", proptest::option::of(topic)).prop_map(|(topic, value)| StateRecord::Topic { topic, value }),
             (".{0,20}", any::<i32>(), proptest::option::of(partition))
                 .prop_map(|(topic, partition, value)| StateRecord::Partition { topic, partition, value }),
+            (".{0,20}", proptest::option::of((proptest::collection::vec(".{0,10}", 0..3), proptest::collection::vec(".{0,10}", 0..3))))
+                .prop_map(|(mirror, value)| StateRecord::Filter { mirror, value: value.map(|(include, exclude)| TopicFilter { include, exclude }) }),
         ]
     }
 

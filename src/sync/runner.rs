@@ -236,8 +236,20 @@ impl SyncRunner {
     /// A runner for the topics `replicator` copies. The ACL bindings it creates are remembered in
     /// memory only, until [`SyncRunner::with_acl_ledger`] gives it a ledger that lasts.
     pub fn new(source: Arc<Client>, destination: Arc<Client>, replicator: Arc<dyn MirroredTopics>, settings: SyncSettings) -> Self {
+        Self::with_status(source, destination, replicator, settings, Arc::default())
+    }
+
+    /// A runner recording its status in `status` (which the caller may have filled already, e.g.
+    /// with failures to reach the source before the runner could start).
+    pub fn with_status(
+        source: Arc<Client>,
+        destination: Arc<Client>,
+        replicator: Arc<dyn MirroredTopics>,
+        settings: SyncSettings,
+        status: Arc<Mutex<BTreeMap<SyncKind, SyncStatus>>>,
+    ) -> Self {
         let acl_sync = AclSync::new(String::new(), Arc::new(InMemoryAclLedger::new()));
-        Self { source, destination, replicator, settings, status: Arc::default(), acl_sync }
+        Self { source, destination, replicator, settings, status, acl_sync }
     }
 
     /// Keeps the ACL bindings this runner creates in `ledger`, under `mirror`.
