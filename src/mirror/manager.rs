@@ -195,6 +195,10 @@ pub struct DescribedSetting {
     pub is_sensitive: bool,
 }
 
+/// A partition copied here, for metrics: its mirror, the replicator's status, and whether lag
+/// counts to the source LSO (read_committed).
+type CopyStatus = (String, PartitionStatus, bool);
+
 /// The sync status of one mirror, per kind (shared with its running sync task).
 pub type SyncStatuses = Arc<Mutex<BTreeMap<SyncKind, SyncStatus>>>;
 
@@ -217,7 +221,7 @@ pub(crate) struct Shared {
     pub(crate) sync_statuses: Mutex<BTreeMap<String, SyncStatuses>>,
     /// The latest replicator status of each partition copied here, with its mirror and whether
     /// lag counts to the LSO (read_committed).
-    partition_statuses: Mutex<BTreeMap<(String, i32), (String, PartitionStatus, bool)>>,
+    partition_statuses: Mutex<BTreeMap<(String, i32), CopyStatus>>,
     pub(crate) tasks: TaskTracker,
     pub(crate) cancel: CancellationToken,
 }
