@@ -19,11 +19,12 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::manager::{Shared, SyncStatuses, partition_records};
 use super::records::{StateRecord, TopicGoal, TopicRecord};
 use super::supervisor::SyncWant;
+use super::MirrorError;
 use super::{PartitionState, now_ms};
 use crate::client::{Backoff, Client};
 use crate::replicator::{ReplicationError, topic as replicator_topic};
@@ -154,8 +155,11 @@ impl MirroredTopics for MirrorTopicsView {
             match self.shared.add_topics(&self.mirror, &[regex::escape(topic)], &[], false).await {
                 Ok(outcomes) => {
                     for (t, outcome) in outcomes {
-                        if let Err(e) = outcome {
-                            warn!(mirror = %self.mirror, topic = %t, error = %e, "new source topic not added");
+                        match outcome {
+                            // Added meanwhile (by an operator, or by a sync that ran before a rebalance).
+                            Err(MirrorError::TopicInMirror { .. }) => debug!(mirror = %self.mirror, topic = %t, "new source topic already in a mirror"),
+                            Err(e) => warn!(mirror = %self.mirror, topic = %t, error = %e, "new source topic not added"),
+                            Ok(()) => {}
                         }
                     }
                 }

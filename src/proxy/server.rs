@@ -236,11 +236,17 @@ impl Proxy {
         };
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let policy = WritePolicy::new(lookup, settings.refusal_error_code);
+        let mut metrics = Metrics::default();
+        if let Some(admin) = &admin {
+            // The control plane's metrics (instance group, mirror partitions, sync) on the same endpoint.
+            let manager = admin.manager().clone();
+            metrics.extra = Some(Box::new(move || manager.render_metrics()));
+        }
         let shared = Arc::new(Shared {
             connections: Arc::new(Semaphore::new(settings.max_connections)),
             policy,
             registry: Registry::default(),
-            metrics: Arc::new(Metrics::default()),
+            metrics: Arc::new(metrics),
             tracker: TaskTracker::new(),
             // A child: dropping the proxy stops it without cancelling the caller's token.
             shutdown: shutdown.child_token(),

@@ -205,6 +205,19 @@ pub enum SyncKind {
     Acls,
 }
 
+impl SyncKind {
+    /// The name in metrics and describe output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::GroupOffsets => "group_offsets",
+            Self::TopicConfigs => "topic_configs",
+            Self::Partitions => "partitions",
+            Self::NewTopics => "new_topics",
+            Self::Acls => "acls",
+        }
+    }
+}
+
 /// The last outcome of one kind of sync.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SyncStatus {

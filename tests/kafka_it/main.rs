@@ -5,10 +5,12 @@
 
 #![allow(clippy::disallowed_methods, reason = "tests time real clusters with std::time::Instant; no paused time here")]
 
+mod binaries;
 mod client;
 mod common;
-mod e2e;
 mod control;
+mod e2e;
+mod instances;
 mod proxy;
 mod replicator;
 mod sync;
