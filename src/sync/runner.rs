@@ -210,6 +210,7 @@ impl SyncKind {
     pub fn name(self) -> &'static str {
         match self {
             Self::GroupOffsets => "group_offsets",
+            Self::ShareGroupOffsets => "share_group_offsets",
             Self::TopicConfigs => "topic_configs",
             Self::Partitions => "partitions",
             Self::NewTopics => "new_topics",
