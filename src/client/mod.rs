@@ -9,6 +9,7 @@
 //!   Client (cluster.rs, calls.rs)
 //!     ├── Metadata cache ── leader routing, refreshed on NotLeader / unknown topic
 //!     └── BrokerConnection per broker (connection.rs)
+//!           ├── opened: TCP ─► TLS (tls.rs) ─► ApiVersions ─► SASL (sasl.rs), per security.rs
 //!           ├── writer task: whole frames from a bounded queue
 //!           └── reader task: responses matched by correlation id
 //! ```
@@ -20,7 +21,9 @@ mod cluster;
 mod connection;
 mod error;
 mod groups;
+mod sasl;
 mod security;
+mod tls;
 mod versions;
 
 pub use acls::{
@@ -34,8 +37,10 @@ pub use calls::{
     TxnMarker,
 };
 pub use cluster::{BrokerInfo, Client, ClientConfig, Metadata, PartitionInfo, TopicInfo};
-pub use connection::{BrokerConnection, ConnectionConfig};
+pub use connection::{BrokerConnection, ConnectionConfig, REAUTH_FRACTION};
 pub use error::{ClientError, ConnectionError, Target};
 pub use groups::ListedGroup;
+pub use sasl::SaslError;
 pub use security::{SaslMechanism, SaslSettings, SecurityConfig, SecurityProtocol, TlsSettings};
+pub use tls::{MaybeTlsStream, TlsConnector};
 pub use versions::{BrokerVersions, VersionPins};
