@@ -241,6 +241,20 @@ impl SecurityConfig {
                 .get("ssl.endpoint.identification.algorithm")
                 .is_none_or(|v| !v.trim().is_empty()),
         };
+        let sasl = if protocol.uses_sasl() {
+            let name = props.get("sasl.mechanism").map_or("GSSAPI", |m| m.trim());
+            let mechanism = SaslMechanism::parse(name).ok_or_else(|| {
+                bad("sasl.mechanism", format!("`{name}` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
+            })?;
+            let jaas = props
+                .get("sasl.jaas.config")
+                .ok_or_else(|| bad("sasl.jaas.config", "required with SASL".to_owned()))?;
+            let (username, password) = parse_jaas_credentials(jaas)
+                .ok_or_else(|| bad("sasl.jaas.config", "needs username=\"…\" and password=\"…\"".to_owned()))?;
+            Some(SaslSettings { mechanism, username, password })
+        } else {
+            None
+        };
         if protocol.uses_tls() && tls.truststore.is_none() && tls.truststore_certificates.is_none() {
             return Err(bad(
                 "ssl.truststore.location",
@@ -258,20 +272,6 @@ impl SecurityConfig {
             let missing = if tls.keystore_key.is_none() { "ssl.keystore.key" } else { "ssl.keystore.certificate.chain" };
             return Err(bad(missing, "ssl.keystore.certificate.chain and ssl.keystore.key go together".to_owned()));
         }
-        let sasl = if protocol.uses_sasl() {
-            let name = props.get("sasl.mechanism").map_or("GSSAPI", |m| m.trim());
-            let mechanism = SaslMechanism::parse(name).ok_or_else(|| {
-                bad("sasl.mechanism", format!("`{name}` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
-            })?;
-            let jaas = props
-                .get("sasl.jaas.config")
-                .ok_or_else(|| bad("sasl.jaas.config", "required with SASL".to_owned()))?;
-            let (username, password) = parse_jaas_credentials(jaas)
-                .ok_or_else(|| bad("sasl.jaas.config", "needs username=\"…\" and password=\"…\"".to_owned()))?;
-            Some(SaslSettings { mechanism, username, password })
-        } else {
-            None
-        };
         Ok(Self { protocol, tls, sasl })
     }
 }
