@@ -11,4 +11,5 @@ mod e2e;
 mod control;
 mod proxy;
 mod replicator;
+mod security;
 mod sync;
