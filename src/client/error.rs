@@ -108,6 +108,7 @@ impl ConnectionError {
     /// True if reconnecting and sending again can succeed (the cause is transport, not our request).
     pub fn is_transport(&self) -> bool {
         match self {
+            Self::Frame { source: FrameError::Io(e), .. } if super::tls::is_certificate_refusal(e) => false,
             Self::Connect { .. }
             | Self::ConnectTimeout { .. }
             | Self::Frame { .. }
@@ -127,6 +128,7 @@ impl ConnectionError {
         match self {
             Self::Authentication { .. } | Self::SecurityConfig { .. } => true,
             Self::Tls { source, .. } => super::tls::is_tls_failure(source),
+            Self::Frame { source: FrameError::Io(e), .. } => super::tls::is_certificate_refusal(e),
             Self::Poisoned { source, .. } => source.is_security_failure(),
             _ => false,
         }

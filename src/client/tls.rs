@@ -212,6 +212,20 @@ pub(crate) fn is_tls_failure(error: &io::Error) -> bool {
     error.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
 }
 
+/// True if the peer refused us with a certificate alert (e.g. a broker requiring a client certificate,
+/// which in TLS 1.3 says so only after the handshake, at the first read). Retrying will not help.
+pub(crate) fn is_certificate_refusal(error: &io::Error) -> bool {
+    use rustls::AlertDescription as A;
+    error.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()).is_some_and(|e| {
+        matches!(
+            e,
+            rustls::Error::AlertReceived(
+                A::BadCertificate | A::CertificateRequired | A::CertificateUnknown | A::UnknownCA | A::CertificateRevoked | A::AccessDenied
+            )
+        )
+    })
+}
+
 /// A broker connection's stream: plain TCP, or TLS over TCP.
 #[derive(Debug)]
 pub enum MaybeTlsStream {

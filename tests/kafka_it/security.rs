@@ -123,6 +123,12 @@ async fn our_client_over_mutual_tls() {
         .chain([("ssl.keystore.type".to_owned(), "PEM".to_owned()), ("ssl.keystore.location".to_owned(), certs().client_keystore.display().to_string())])
         .collect();
     round_trip(&secure_client(&cluster.bootstrap(), &file).await, cluster, "ssl-file").await;
+    // Without a certificate the broker refuses the connection (a TLS alert, after the handshake in
+    // TLS 1.3): a security failure, not retried.
+    let none: Vec<(String, String)> = inline.iter().filter(|(k, _)| !k.starts_with("ssl.keystore.")).cloned().collect();
+    let error = refused(&cluster.bootstrap(), &none).await;
+    assert!(error.security_failure().is_some(), "{error:?}");
+    assert!(error_chain(&error).ends_with("received fatal alert: BadCertificate"), "{}", error_chain(&error));
 }
 
 /// Our client over SASL_SSL with SCRAM-SHA-512.
@@ -479,4 +485,34 @@ async fn a_mirror_copies_from_a_sasl_ssl_source() {
     assert_eq!(at_source.len(), 40);
     assert_eq!(at_destination, at_source, "same offsets, keys, values, headers and timestamps");
     manager.shutdown().await;
+}
+
+
+/// The proxy's own credentials refused by the destination stop its start with an error naming
+/// `destination.sasl` and carrying the broker's message; an untrusted destination certificate names
+/// `destination.tls`. Neither is retried until the startup timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_names_the_key_of_refused_destination_security() {
+    let dst = secure_cluster(ListenerSecurity::SaslSsl);
+    let start = |props: Vec<(String, String)>| {
+        let mut settings = ProxySettings::for_bootstrap(&dst.bootstrap());
+        settings.startup_timeout = Duration::from_secs(600);
+        settings.destination_security = security(&props);
+        async move {
+            let lookup = Arc::new(kafka_mirror_proxy::mirror::InMemoryMirrorLookup::new());
+            let started = tokio::time::timeout(Duration::from_secs(60), Proxy::start(settings, lookup, CancellationToken::new())).await;
+            started.expect("refused at once, not retried").expect_err("the proxy must not start")
+        }
+    };
+    let error = start(client_props(ListenerSecurity::SaslSsl, Some(("SCRAM-SHA-256", "admin", "wrong")))).await;
+    assert_eq!(error.key(), "destination.sasl");
+    let line = error_chain(&error);
+    assert!(line.starts_with("destination.sasl: the destination cluster at ") && line.ends_with(SCRAM_256_REFUSED), "{line}");
+    let untrusted: Vec<(String, String)> = client_props(ListenerSecurity::SaslSsl, login("SCRAM-SHA-256", "admin"))
+        .into_iter()
+        .map(|(k, v)| if k == "ssl.truststore.location" { (k, certs().other_ca.display().to_string()) } else { (k, v) })
+        .collect();
+    let error = start(untrusted).await;
+    assert_eq!(error.key(), "destination.tls");
+    assert!(error_chain(&error).ends_with("invalid peer certificate: UnknownIssuer"), "{}", error_chain(&error));
 }
