@@ -54,7 +54,7 @@ pub enum SaslError {
 /// One authentication in progress.
 pub(crate) enum SaslSession {
     Plain { done: bool },
-    Scram(ScramClient),
+    Scram(Box<ScramClient>),
 }
 
 impl std::fmt::Debug for SaslSession {
@@ -82,7 +82,7 @@ impl SaslSession {
                 let hash = if settings.mechanism == SaslMechanism::ScramSha256 { ScramHash::Sha256 } else { ScramHash::Sha512 };
                 let client = ScramClient::new(hash, &settings.username, &settings.password, &random_nonce());
                 let first = client.client_first();
-                (Self::Scram(client), first)
+                (Self::Scram(Box::new(client)), first)
             }
         }
     }

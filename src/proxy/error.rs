@@ -33,7 +33,7 @@ pub enum ProxyError {
         /// `destination.sasl` or `destination.tls`.
         key: &'static str,
         bootstrap: String,
-        source: ClientError,
+        source: Box<ClientError>,
     },
     /// The TLS certificate or key cannot be used.
     #[error("{key}: {reason}")]

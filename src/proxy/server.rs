@@ -232,8 +232,8 @@ impl Proxy {
         client_config.connection.request_timeout = settings.startup_timeout;
         let bootstrap = settings.bootstrap_servers.join(",");
         let client = Client::connect(client_config).await.map_err(|source| match source.security_failure() {
-            Some(ConnectionError::Authentication { .. }) => ProxyError::DestinationRefused { key: "destination.sasl", bootstrap, source },
-            Some(_) => ProxyError::DestinationRefused { key: "destination.tls", bootstrap, source },
+            Some(ConnectionError::Authentication { .. }) => ProxyError::DestinationRefused { key: "destination.sasl", bootstrap, source: Box::new(source) },
+            Some(_) => ProxyError::DestinationRefused { key: "destination.tls", bootstrap, source: Box::new(source) },
             None => ProxyError::DestinationUnreachable { bootstrap, source },
         })?;
         let bootstrap_listener = TcpListener::bind(settings.listen)
