@@ -21,6 +21,7 @@ mod cluster;
 mod connection;
 mod error;
 mod groups;
+mod membership;
 mod sasl;
 mod security;
 mod tls;
@@ -40,6 +41,7 @@ pub use cluster::{BrokerInfo, Client, ClientConfig, Metadata, PartitionInfo, Top
 pub use connection::{BrokerConnection, ConnectionConfig, REAUTH_FRACTION};
 pub use error::{ClientError, ConnectionError, Target};
 pub use groups::ListedGroup;
+pub use membership::{JoinGroupSpec, JoinedGroup};
 pub use sasl::SaslError;
 pub use security::{SaslMechanism, SaslSettings, SecurityConfig, SecurityProtocol, TlsSettings};
 pub use tls::{MaybeTlsStream, TlsConnector};
