@@ -2,58 +2,52 @@
 //! [`super::AdminServer`]), checked with ApiVersions to serve the mirror APIs, then one request at a
 //! time.
 //!
-//! Plaintext only, as the rest of our client today (see `client::security`).
+//! The connection is the cluster client's [`BrokerConnection`], so TLS and SASL work as for every
+//! other connection of ours (`--command-config` with the Java client's property names): through a
+//! proxy, the SASL exchange passes to a destination broker, and the proxy answers the mirror APIs for
+//! the principal that authenticated.
+//!
+//! ```text
+//!   MirrorAdminClient::connect ─► BrokerConnection::connect (TCP ─► TLS ─► ApiVersions ─► SASL)
+//!       └── mirror keys in ApiVersions? ─ no ─► NotAMirrorServer
+//!   send(request) ─► send_raw (header v2 + body) ─► response header v1 + body ─► decode
+//! ```
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt;
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio_util::codec::FramedRead;
+use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::client::{BrokerConnection, ConnectionConfig, ConnectionError, SecurityConfig};
 use crate::protocol::mirror::{
     DecodeError, MirrorApiKey, MirrorRequest, RequestHeader, decode_body, decode_response_header, encode_body, encode_request,
 };
-use crate::protocol::{FrameDecoder, FrameError, encode_frame};
 
 /// Largest response accepted, bytes (a describe of many partitions stays far below).
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
-const API_VERSIONS_VERSION: i16 = 3;
+/// The `client.id` of the tool's requests.
+const CLIENT_ID: &str = "kafka-mirrors";
 
 /// A mirror admin call failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AdminClientError {
-    /// No bootstrap server could be connected to.
-    #[error("cannot connect to {addr}")]
-    Connect {
+    /// The connection could not be opened (connect, TLS, SASL authentication) or failed later
+    /// (closed, timed out). The source says which.
+    #[error("connection to {addr} failed")]
+    Connection {
         addr: String,
         #[source]
-        source: std::io::Error,
+        source: ConnectionError,
     },
+    /// No bootstrap server was given.
+    #[error("no host:port given in `{bootstrap}`")]
+    NoBootstrap { bootstrap: String },
     /// The server does not serve the mirror APIs (a broker rather than a kafka-mirror-proxy?).
     #[error("{addr} does not serve the mirror APIs (is it a kafka-mirror-proxy? a Kafka broker does not serve them)")]
     NotAMirrorServer { addr: String },
     /// The server does not serve this version of an api.
     #[error("{addr} does not serve {api} v{version}")]
     UnsupportedVersion { addr: String, api: MirrorApiKey, version: i16 },
-    /// The connection failed.
-    #[error("connection to {addr} failed")]
-    Frame {
-        addr: String,
-        #[source]
-        source: FrameError,
-    },
-    /// The server closed the connection.
-    #[error("{addr} closed the connection")]
-    Closed { addr: String },
-    /// No response in time.
-    #[error("{api} to {addr}: no response within {timeout:?}")]
-    Timeout { addr: String, api: String, timeout: Duration },
     /// The response does not decode.
     #[error("{api} response from {addr} does not decode")]
     Decode {
@@ -67,106 +61,63 @@ pub enum AdminClientError {
 /// A connection to a server of the mirror APIs.
 #[derive(Debug)]
 pub struct MirrorAdminClient {
-    addr: String,
-    reader: FramedRead<OwnedReadHalf, FrameDecoder>,
-    writer: OwnedWriteHalf,
-    next_correlation_id: i32,
-    timeout: Duration,
-    versions: Vec<(i16, i16, i16)>,
+    conn: BrokerConnection,
 }
 
 impl MirrorAdminClient {
-    /// Connects to the first server of `bootstrap` (comma-separated `host:port`) that answers, and
-    /// checks that it serves the mirror APIs. `timeout` bounds each connect and each call.
+    /// Connects in plaintext; see [`MirrorAdminClient::connect_with`].
     ///
     /// # Errors
-    /// [`AdminClientError::Connect`] if none answers, [`AdminClientError::NotAMirrorServer`].
+    /// As [`MirrorAdminClient::connect_with`].
     pub async fn connect(bootstrap: &str, timeout: Duration) -> Result<Self, AdminClientError> {
+        Self::connect_with(bootstrap, timeout, SecurityConfig::default()).await
+    }
+
+    /// Connects to the first server of `bootstrap` (comma-separated `host:port`) that answers, with
+    /// `security` (TLS and SASL as the Java client's properties say), and checks that it serves the
+    /// mirror APIs. `timeout` bounds each connect and each call.
+    ///
+    /// # Errors
+    /// [`AdminClientError::Connection`] if none answers (the last failure), at once for a TLS or
+    /// authentication failure; [`AdminClientError::NotAMirrorServer`].
+    pub async fn connect_with(bootstrap: &str, timeout: Duration, security: SecurityConfig) -> Result<Self, AdminClientError> {
+        let config = ConnectionConfig {
+            client_id: CLIENT_ID.to_owned(),
+            max_frame_bytes: MAX_RESPONSE_BYTES,
+            request_timeout: timeout,
+            connect_timeout: timeout,
+            max_in_flight: 1,
+            security,
+            ..ConnectionConfig::default()
+        };
         let mut last = None;
         for addr in bootstrap.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let connected = tokio::time::timeout(timeout, TcpStream::connect(addr)).await;
-            let stream = match connected {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    last = Some(AdminClientError::Connect { addr: addr.to_owned(), source: e });
-                    continue;
+            let conn = match BrokerConnection::connect(addr, config.clone()).await {
+                Ok(conn) => conn,
+                Err(source) if source.is_security_failure() => return Err(AdminClientError::Connection { addr: addr.to_owned(), source }),
+                // A server that does not speak ApiVersions v3 closes or answers with an error: not a mirror server.
+                Err(ConnectionError::Handshake { .. } | ConnectionError::Decode { .. }) => {
+                    return Err(AdminClientError::NotAMirrorServer { addr: addr.to_owned() });
                 }
-                Err(_) => {
-                    last = Some(AdminClientError::Connect {
-                        addr: addr.to_owned(),
-                        source: std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no connection within {timeout:?}")),
-                    });
+                Err(ConnectionError::Poisoned { ref source, .. }) if matches!(**source, ConnectionError::Closed { .. }) => {
+                    return Err(AdminClientError::NotAMirrorServer { addr: addr.to_owned() });
+                }
+                Err(source) => {
+                    last = Some(AdminClientError::Connection { addr: addr.to_owned(), source });
                     continue;
                 }
             };
-            let _ = stream.set_nodelay(true);
-            let (read, write) = stream.into_split();
-            let mut client = Self {
-                addr: addr.to_owned(),
-                reader: FramedRead::new(read, FrameDecoder::new(MAX_RESPONSE_BYTES)),
-                writer: write,
-                next_correlation_id: 0,
-                timeout,
-                versions: Vec::new(),
-            };
-            client.api_versions().await?;
-            if !MirrorApiKey::ALL.iter().all(|k| client.versions.iter().any(|(key, _, _)| *key == k.key())) {
+            if !MirrorApiKey::ALL.iter().all(|k| conn.versions().range_of(k.key()).is_some()) {
                 return Err(AdminClientError::NotAMirrorServer { addr: addr.to_owned() });
             }
-            return Ok(client);
+            return Ok(Self { conn });
         }
-        Err(last.unwrap_or_else(|| AdminClientError::Connect {
-            addr: bootstrap.to_owned(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no host:port given"),
-        }))
+        Err(last.unwrap_or_else(|| AdminClientError::NoBootstrap { bootstrap: bootstrap.to_owned() }))
     }
 
-    async fn round_trip(&mut self, api: &str, frame: Bytes) -> Result<Bytes, AdminClientError> {
-        let addr = self.addr.clone();
-        let framed = encode_frame(&frame).map_err(|source| AdminClientError::Frame { addr: addr.clone(), source })?;
-        let exchange = async {
-            self.writer.write_all(&framed).await.map_err(|e| AdminClientError::Frame { addr: addr.clone(), source: FrameError::Io(e) })?;
-            match self.reader.next().await {
-                Some(Ok(f)) => Ok(f),
-                Some(Err(source)) => Err(AdminClientError::Frame { addr: addr.clone(), source }),
-                None => Err(AdminClientError::Closed { addr: addr.clone() }),
-            }
-        };
-        match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(r) => r,
-            Err(_) => Err(AdminClientError::Timeout { addr, api: api.to_owned(), timeout: self.timeout }),
-        }
-    }
-
-    fn correlation_id(&mut self) -> i32 {
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
-        self.next_correlation_id
-    }
-
-    async fn api_versions(&mut self) -> Result<(), AdminClientError> {
-        let request = ApiVersionsRequest::default()
-            .with_client_software_name(StrBytes::from_static_str("kafka-mirrors"))
-            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let mut body = BytesMut::new();
-        request.encode(&mut body, API_VERSIONS_VERSION).expect("invariant: ApiVersionsRequest v3 encodes");
-        let correlation_id = self.correlation_id();
-        let header = RequestHeader { api_key: 18, api_version: API_VERSIONS_VERSION, correlation_id, client_id: Some("kafka-mirrors".to_owned()) };
-        let frame = encode_request(&header, &body);
-        let mut response = match self.round_trip("ApiVersions", frame).await {
-            Ok(r) => r,
-            // A server that does not know the client closes; that is not a mirror server.
-            Err(AdminClientError::Closed { addr }) => return Err(AdminClientError::NotAMirrorServer { addr }),
-            Err(e) => return Err(e),
-        };
-        // Response header v0: the correlation id only.
-        if response.len() < 4 {
-            return Err(AdminClientError::NotAMirrorServer { addr: self.addr.clone() });
-        }
-        let _ = bytes::Buf::get_i32(&mut response);
-        let decoded = ApiVersionsResponse::decode(&mut response, API_VERSIONS_VERSION)
-            .map_err(|_| AdminClientError::NotAMirrorServer { addr: self.addr.clone() })?;
-        self.versions = decoded.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
-        Ok(())
+    /// The server this client is connected to.
+    pub fn addr(&self) -> &str {
+        self.conn.addr()
     }
 
     /// Sends `request` at the highest version both sides serve and returns the response.
@@ -175,25 +126,36 @@ impl MirrorAdminClient {
     /// Transport failures, timeouts, undecodable responses, unsupported versions.
     pub async fn send<R: MirrorRequest>(&mut self, request: &R) -> Result<R::Response, AdminClientError> {
         let api = R::API_KEY;
+        let addr = self.conn.addr().to_owned();
         let (_, ours) = api.versions();
-        let theirs = self.versions.iter().find(|(k, _, _)| *k == api.key()).map(|(_, min, max)| (*min, *max));
-        let version = match theirs {
-            Some((min, max)) if min <= ours => ours.min(max),
-            _ => return Err(AdminClientError::UnsupportedVersion { addr: self.addr.clone(), api, version: ours }),
+        let version = match self.conn.versions().range_of(api.key()) {
+            Some(theirs) if theirs.min <= ours => ours.min(theirs.max),
+            _ => return Err(AdminClientError::UnsupportedVersion { addr, api, version: ours }),
         };
-        let body = encode_body(api, version, request).map_err(|source| AdminClientError::Decode {
-            addr: self.addr.clone(),
-            api: api.name().to_owned(),
-            source,
-        })?;
-        let correlation_id = self.correlation_id();
-        let header = RequestHeader { api_key: api.key(), api_version: version, correlation_id, client_id: Some("kafka-mirrors".to_owned()) };
-        let response = self.round_trip(api.name(), encode_request(&header, &body)).await?;
-        let decode_error = |source| AdminClientError::Decode { addr: self.addr.clone(), api: api.name().to_owned(), source };
+        let decode_error = |source| AdminClientError::Decode { addr: addr.clone(), api: api.name().to_owned(), source };
+        let body = encode_body(api, version, request).map_err(decode_error)?;
+        let mut sent_id = 0;
+        let response = self
+            .conn
+            .send_raw(api.key(), version, |correlation_id| {
+                sent_id = correlation_id;
+                let header = RequestHeader { api_key: api.key(), api_version: version, correlation_id, client_id: Some(CLIENT_ID.to_owned()) };
+                length_prefixed(&encode_request(&header, &body))
+            })
+            .await
+            .map_err(|source| AdminClientError::Connection { addr: addr.clone(), source })?;
         let (got, body) = decode_response_header(&response).map_err(decode_error)?;
-        if got != correlation_id {
+        if got != sent_id {
             return Err(decode_error(DecodeError::InvalidValue { field: "correlation_id", value: i64::from(got) }));
         }
         decode_body(api, version, &body).map_err(decode_error)
     }
+}
+
+/// `frame` with its i32 length in front. Mirror requests are far below 2 GiB (a few names and settings).
+fn length_prefixed(frame: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(frame.len() + 4);
+    out.put_i32(i32::try_from(frame.len()).expect("invariant: a mirror request is far smaller than 2 GiB"));
+    out.put_slice(frame);
+    out.freeze()
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Parser};
 use kafka_mirror_proxy::admin::{AdminClientError, MirrorAdminClient};
+use kafka_mirror_proxy::client::SecurityConfig;
 use kafka_mirror_proxy::mirror::records::StateRecord;
 use kafka_mirror_proxy::mirror::settings::parse_properties;
 use kafka_mirror_proxy::mirror::store::decode_segment;
@@ -31,7 +32,10 @@ struct Args {
     /// REQUIRED (except with --dump-state): the kafka-mirror-proxy to connect to (host:port[,host:port…]).
     #[arg(long, value_name = "String: server to connect to")]
     bootstrap_server: Option<String>,
-    /// Property file containing configs for the connection to the proxy.
+    /// Property file containing configs for the connection to the proxy: security.protocol (PLAINTEXT,
+    /// SSL, SASL_PLAINTEXT, SASL_SSL), ssl.truststore.location (PEM), ssl.keystore.location (PEM),
+    /// ssl.endpoint.identification.algorithm, sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
+    /// sasl.jaas.config.
     #[arg(long, value_name = "String: command config property file")]
     command_config: Option<String>,
     /// Create a new cluster mirror from a source cluster.
@@ -162,14 +166,17 @@ async fn run(args: &Args) -> Result<Vec<String>, CliError> {
         return dump_state(&args.files);
     }
     let bootstrap = require(&args.bootstrap_server, "--bootstrap-server", "this command")?;
-    if let Some(path) = &args.command_config {
-        let props = read_properties(path)?;
-        if let Some(p) = props.get("security.protocol").filter(|p| !p.eq_ignore_ascii_case("PLAINTEXT")) {
-            return fail(format!("{path}: security.protocol={p} is not supported by kafka-mirrors yet (PLAINTEXT only)"));
+    // TLS and SASL to the proxy, with the Java client's property names (security.protocol, ssl.*,
+    // sasl.mechanism, sasl.jaas.config); other keys of the file are ignored, as Kafka's tools do.
+    let security = match &args.command_config {
+        None => SecurityConfig::default(),
+        Some(path) => {
+            let props = read_properties(path)?;
+            SecurityConfig::from_properties(&props).map_err(|e| CliError(format!("{path}: {e}")))?
         }
-    }
+    };
     let timeout = Duration::from_millis(args.timeout_ms);
-    let mut client = MirrorAdminClient::connect(bootstrap, timeout).await?;
+    let mut client = MirrorAdminClient::connect_with(bootstrap, timeout, security).await?;
     let topics = split_patterns(&args.topic);
     let action = |name: &str| format!("--{name}");
     if args.create {

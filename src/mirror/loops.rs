@@ -14,23 +14,21 @@
 //! ```
 //!
 //! Each way covers what the other misses: a state topic under another name than ours is found
-//! only by asking the proxy; a proxy that lists no mirror to our principal, or that we cannot reach
-//! in plaintext (the mirror-API client speaks plaintext only), only through its state topic.
+//! only by asking the proxy; a proxy that lists no mirror to our principal only through its state
+//! topic. The proxy is asked with the mirror's own connection settings (TLS, SASL).
 //!
 //! Layering: the mirror APIs are asked with `admin::client::MirrorAdminClient`, which depends on
-//! `protocol` only (no handler, no manager); it would belong under `client` (noted for the owner
-//! of `admin`).
+//! `client` and `protocol` only (no handler, no manager); it would belong under `client` (noted
+//! for the owner of `admin`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-use tracing::debug;
 
 use super::PartitionState;
 use super::model::Model;
 use super::store::{StoreError, read_state_topic};
 use crate::admin::client::{AdminClientError, MirrorAdminClient};
-use crate::client::{Client, ClientError, SecurityProtocol};
+use crate::client::{Client, ClientError};
 use crate::protocol::mirror::{DecodeError, DescribeMirrorsRequest, ListMirrorsRequest, MirrorApiKey, MirrorErrorCode};
 
 /// Time for each mirror-API call to the source's proxy (a DescribeMirrors there reads offsets of
@@ -124,15 +122,9 @@ async fn from_proxy(source: &Client) -> Result<BTreeMap<String, String>, LoopChe
         return Ok(BTreeMap::new());
     }
     let config = source.config();
-    if config.connection.security.protocol != SecurityProtocol::Plaintext {
-        debug!(
-            protocol = config.connection.security.protocol.as_str(),
-            "the source is a kafka-mirror-proxy, but the mirror-API client speaks plaintext only; its state topic is checked alone"
-        );
-        return Ok(BTreeMap::new());
-    }
     let proxy = |source| LoopCheckError::Proxy { source: Box::new(source) };
-    let mut admin = MirrorAdminClient::connect(&config.bootstrap_servers.join(","), MIRROR_API_TIMEOUT).await.map_err(proxy)?;
+    let bootstrap = config.bootstrap_servers.join(",");
+    let mut admin = MirrorAdminClient::connect_with(&bootstrap, MIRROR_API_TIMEOUT, config.connection.security.clone()).await.map_err(proxy)?;
     let listed = admin.send(&ListMirrorsRequest { include_topic_names: true }).await.map_err(proxy)?;
     refused(MirrorApiKey::ListMirrors, listed.error_code, listed.error_message)?;
     let with_topics: Vec<String> = listed.mirrors.into_iter().filter(|m| m.topic_count > 0).map(|m| m.mirror_name).collect();

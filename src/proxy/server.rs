@@ -35,7 +35,7 @@ use super::metrics::{Metrics, serve_http};
 use super::policy::WritePolicy;
 use super::registry::Registry;
 use super::rewrite::{BrokerEndpoint, Endpoint};
-use crate::client::{BackoffConfig, Client, ClientConfig, ConnectionConfig};
+use crate::client::{Client, ClientError, ConnectionError, TlsConnector};
 use crate::mirror::MirrorLookup;
 
 /// Shortest time between two metadata refreshes triggered by requests (unknown topic ids).
@@ -63,6 +63,8 @@ pub(crate) struct Shared {
     client: Client,
     /// TLS on client connections (`proxy.tls`).
     pub(crate) tls: Option<super::tls::ClientTls>,
+    /// TLS on connections to the destination brokers (`destination.tls`).
+    pub(crate) upstream_tls: Option<TlsConnector>,
     /// The mirror APIs, served by the proxy itself (none: forwarded like any unknown API).
     pub(crate) admin: Option<Arc<crate::admin::AdminHandler>>,
     /// `(api_key, min, max)` of the APIs served here, added to ApiVersions responses.
@@ -186,7 +188,8 @@ impl Proxy {
     ///
     /// # Errors
     /// [`ProxyError::DestinationUnreachable`] if no destination broker answers within
-    /// `destination.startup_timeout_ms`; [`ProxyError::Bind`] / [`ProxyError::BrokerListener`] if a
+    /// `destination.startup_timeout_ms`; [`ProxyError::DestinationRefused`] if one refuses the proxy's
+    /// credentials or TLS; [`ProxyError::Tls`] for unusable TLS files; [`ProxyError::Bind`] / [`ProxyError::BrokerListener`] if a
     /// listener cannot be bound.
     pub async fn start(settings: ProxySettings, lookup: Arc<dyn MirrorLookup>, shutdown: CancellationToken) -> Result<Self, ProxyError> {
         Self::start_with_admin(settings, lookup, None, shutdown).await
@@ -208,20 +211,31 @@ impl Proxy {
             Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
             None => None,
         };
-        let client_config = ClientConfig {
-            bootstrap_servers: settings.bootstrap_servers.clone(),
-            connection: ConnectionConfig {
-                client_id: "kafka-mirror-proxy-metadata".to_owned(),
-                connect_timeout: settings.connect_timeout.min(settings.startup_timeout),
-                request_timeout: settings.startup_timeout,
-                ..ConnectionConfig::default()
-            },
-            backoff: BackoffConfig { deadline: settings.startup_timeout, ..BackoffConfig::default() },
+        let upstream_tls = if settings.destination_security.protocol.uses_tls() {
+            Some(TlsConnector::new(&settings.destination_security.tls).map_err(|e| match e {
+                ClientError::Config { key, message } => ProxyError::Tls {
+                    key: match key.as_str() {
+                        "ssl.keystore.certificate.chain" => "destination.tls.cert_file",
+                        "ssl.keystore.key" => "destination.tls.key_file",
+                        _ => "destination.tls.ca_file",
+                    },
+                    reason: message,
+                },
+                other => ProxyError::Tls { key: "destination.tls.ca_file", reason: other.to_string() },
+            })?)
+        } else {
+            None
         };
+        // The proxy's own client: destination.tls and destination.sasl (its own credentials).
+        let mut client_config = settings.destination_client_config("kafka-mirror-proxy-metadata");
+        client_config.connection.connect_timeout = settings.connect_timeout.min(settings.startup_timeout);
+        client_config.connection.request_timeout = settings.startup_timeout;
         let bootstrap = settings.bootstrap_servers.join(",");
-        let client = Client::connect(client_config)
-            .await
-            .map_err(|source| ProxyError::DestinationUnreachable { bootstrap, source })?;
+        let client = Client::connect(client_config).await.map_err(|source| match source.security_failure() {
+            Some(ConnectionError::Authentication { .. }) => ProxyError::DestinationRefused { key: "destination.sasl", bootstrap, source: Box::new(source) },
+            Some(_) => ProxyError::DestinationRefused { key: "destination.tls", bootstrap, source: Box::new(source) },
+            None => ProxyError::DestinationUnreachable { bootstrap, source },
+        })?;
         let bootstrap_listener = TcpListener::bind(settings.listen)
             .await
             .map_err(|source| ProxyError::Bind { key: "proxy.listen", addr: settings.listen, source })?;
@@ -253,6 +267,7 @@ impl Proxy {
             hard_stop: CancellationToken::new(),
             client,
             tls,
+            upstream_tls,
             served_api_versions: if admin.is_some() { crate::admin::api_versions() } else { Vec::new() },
             admin,
             last_on_demand_refresh: tokio::sync::Mutex::new(None),

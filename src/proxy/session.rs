@@ -146,7 +146,7 @@ where
 {
     let (upstream, upstream_addr) = super::upstream::connect(shared, target).await?;
     debug!(broker.addr = %upstream_addr, "connected upstream");
-    let (upstream_read, upstream_write) = upstream.into_split();
+    let (upstream_read, upstream_write) = tokio::io::split(upstream);
     let client_rx = FramedRead::new(client_read, FrameDecoder::new(shared.settings.max_frame_bytes));
     let upstream_rx = FramedRead::new(upstream_read, FrameDecoder::new(shared.settings.max_response_bytes));
     let client_tx = BufWriter::with_capacity(WRITE_BUFFER_BYTES, client_write);

@@ -277,3 +277,73 @@ async fn kill_9_in_each_transition_then_restart() {
     assert_eq!(landed, vec![(0, src_end)], "the first write after failover takes the source's next offset");
 }
 
+
+/// The mirror's sync runs on the instance that owns the mirror, with the mirror's `sync.*`
+/// settings (issue 7, through the binaries): committed group offsets, a topic config change, a
+/// partition increase and a new topic matching the `--add` pattern all follow the source; after
+/// `--remove`, the group consuming through the proxy starts exactly at the synced offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owning_instance_keeps_offsets_configs_partitions_and_new_topics_in_sync() {
+    use kafka_mirror_proxy::client::{AlterConfigOp, ConfigResource};
+    let (src, dst, java) = (source(), destination(), java_client());
+    let proxy = ProxyProcess::start(&dst.bootstrap(), &unique_name("__sync_state"), MEMBERSHIP);
+    let prefix = unique_name("synced");
+    let (first, second) = (format!("{prefix}.orders"), format!("{prefix}.payments"));
+    java.create_topic(&src.bootstrap(), &first, 2, 1, &[("retention.ms", "86400000")]).unwrap();
+    let write = |topic: &str, partitions: i32, n: usize| {
+        let lines: Vec<ProduceLine> = (0..n).map(|i| ProducerRecord::to(i as i32 % partitions).key(format!("k{i}")).value("v").into()).collect();
+        java.produce(&src.bootstrap(), topic, &JavaProduceOptions::default(), &lines).unwrap();
+    };
+    write(&first, 2, 40);
+    let (s, d) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
+    let mirror = unique_name("dr");
+    let settings = "sync.group.offsets.interval.ms=1000\nmetadata.refresh.interval.ms=2000\n";
+    create_and_add(&proxy.bootstrap, &mirror, &format!("{}\\..*", regex::escape(&prefix)), settings).await;
+    wait_state(&proxy.bootstrap, &mirror, 2, "MIRRORING").await;
+
+    // Group offsets: committed on the source, copied as they are (no leader epoch).
+    let group = unique_name("app");
+    java.commit_offset(&src.bootstrap(), &group, &first, 0, 7).unwrap();
+    java.commit_offset(&src.bootstrap(), &group, &first, 1, 13).unwrap();
+    let synced = poll_until(SETTLE, || async {
+        let got: BTreeMap<i32, (i64, Option<i32>)> =
+            java.group_offsets(&dst.bootstrap(), &group).ok()?.iter().map(|o| (o.partition, (o.offset, o.leader_epoch))).collect();
+        (got == [(0, (7, None)), (1, (13, None))].into()).then_some(())
+    })
+    .await;
+    assert!(synced.is_some(), "group offsets not synced: {:?}", java.group_offsets(&dst.bootstrap(), &group));
+
+    // A topic config change.
+    let resource = ConfigResource::Topic(first.clone());
+    s.incremental_alter_configs(&resource, &[AlterConfigOp::Set("retention.ms".into(), "172800000".into())]).await.unwrap();
+    let copied = poll_until(SETTLE, || async {
+        let c = d.describe_configs(&resource).await.ok()?;
+        (c.get("retention.ms")?.value.as_deref() == Some("172800000")).then_some(())
+    })
+    .await;
+    assert!(copied.is_some(), "retention.ms did not reach the destination");
+
+    // A partition increase, then a new topic matching the pattern: both mirror with exact offsets.
+    s.create_partitions(&first, 3, Duration::from_secs(30)).await.unwrap();
+    kafka_harness::wait_topic_ready(&src.bootstrap(), &first, 3, Duration::from_secs(30)).unwrap();
+    write(&first, 3, 30);
+    java.create_topic(&src.bootstrap(), &second, 1, 1, &[]).unwrap();
+    write(&second, 1, 5);
+    wait_state(&proxy.bootstrap, &mirror, 4, "MIRRORING").await;
+    assert_identical(&s, &d, &first, 3).await;
+    assert_identical(&s, &d, &second, 1).await;
+
+    // Metrics show the owner's sync runs.
+    let metrics = proxy.scrape().await.expect("metrics");
+    let key = format!("kafka_mirror_proxy_mirror_sync_consecutive_failures{{mirror=\"{mirror}\",kind=\"group_offsets\"}}");
+    assert_eq!(sample(&metrics, &key), Some(0.0), "{metrics}");
+    assert!(metrics.contains(&format!("kafka_mirror_proxy_mirror_sync_last_success_timestamp_seconds{{mirror=\"{mirror}\",kind=\"group_offsets\"}}")));
+
+    // Failover: the group consuming through the proxy continues exactly where it was at the source.
+    let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--remove", "--mirror", &mirror, "--topic", &first]).await;
+    assert!(ok, "--remove: {err}");
+    let mut member = crate::sync::GroupMember::join(&proxy.bootstrap, &first, &group);
+    // Partition 2 has no committed offset: it starts at the beginning (auto.offset.reset=earliest).
+    assert_eq!(member.first_offsets(3), [(0, 7), (1, 13), (2, 0)].into());
+    drop(member);
+}

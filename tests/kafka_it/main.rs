@@ -13,4 +13,5 @@ mod e2e;
 mod instances;
 mod proxy;
 mod replicator;
+mod security;
 mod sync;

@@ -16,13 +16,13 @@ use crate::common::{client, poll_until};
 use crate::replicator::{start, wait_caught_up};
 
 /// A librdkafka group member (tests/clients/group_member.py) that stays in the group until dropped.
-struct GroupMember {
+pub struct GroupMember {
     child: std::process::Child,
     lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
 }
 
 impl GroupMember {
-    fn join(bootstrap: &str, topic: &str, group: &str) -> Self {
+    pub fn join(bootstrap: &str, topic: &str, group: &str) -> Self {
         let python = kafka_harness::provision_python().unwrap();
         let script = kafka_harness::repo_root().unwrap().join("tests/clients/group_member.py");
         let mut child = Command::new(python)
@@ -39,7 +39,7 @@ impl GroupMember {
     }
 
     /// The first offset it received per partition, once it has one for `partitions` partitions.
-    fn first_offsets(&mut self, partitions: usize) -> BTreeMap<i32, i64> {
+    pub fn first_offsets(&mut self, partitions: usize) -> BTreeMap<i32, i64> {
         let mut out = BTreeMap::new();
         while out.len() < partitions {
             let line = self.lines.next().expect("member output").unwrap();
