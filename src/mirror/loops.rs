@@ -17,9 +17,7 @@
 //! only by asking the proxy; a proxy that lists no mirror to our principal only through its state
 //! topic. The proxy is asked with the mirror's own connection settings (TLS, SASL).
 //!
-//! Layering: the mirror APIs are asked with `admin::client::MirrorAdminClient`, which depends on
-//! `client` and `protocol` only (no handler, no manager); it would belong under `client` (noted
-//! for the owner of `admin`).
+//! The mirror APIs are asked with [`crate::client::MirrorAdminClient`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,7 +25,7 @@ use std::time::Duration;
 use super::PartitionState;
 use super::model::Model;
 use super::store::{StoreError, read_state_topic};
-use crate::admin::client::{AdminClientError, MirrorAdminClient};
+use crate::client::{AdminClientError, MirrorAdminClient};
 use crate::client::{Client, ClientError};
 use crate::protocol::mirror::{DecodeError, DescribeMirrorsRequest, ListMirrorsRequest, MirrorApiKey, MirrorErrorCode};
 

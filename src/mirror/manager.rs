@@ -696,6 +696,9 @@ impl MirrorManager {
             if !model.mirrors.get(name).is_some_and(|m| m.filter == TopicFilter::default()) {
                 records.push(StateRecord::Filter { mirror: name.to_owned(), value: None });
             }
+            // The ledger of ACL bindings the mirror created is forgotten; the bindings stay on the
+            // destination (clients that failed over need them).
+            records.extend(model.acl_tombstones(name));
             records.push(StateRecord::Mirror { name: name.to_owned(), value: None });
             records
         };

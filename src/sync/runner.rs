@@ -33,8 +33,8 @@ pub trait MirroredTopics: Send + Sync + std::fmt::Debug {
     fn topics(&self) -> Vec<String>;
     /// Follows a partition increase of `topic` at the source.
     fn sync_partitions<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<i32, ReplicationError>>;
-    /// Starts copying a new topic.
-    fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, ()>;
+    /// Starts copying a new topic; `Err` with the reason if it was refused.
+    fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<(), String>>;
 }
 
 impl MirroredTopics for Replicator {
@@ -46,8 +46,11 @@ impl MirroredTopics for Replicator {
         Box::pin(Replicator::sync_partitions(self, topic))
     }
 
-    fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, ()> {
-        Box::pin(Replicator::add_topic(self, topic))
+    fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            Replicator::add_topic(self, topic).await;
+            Ok(())
+        })
     }
 }
 
@@ -340,10 +343,13 @@ impl SyncRunner {
             let mirrored: BTreeSet<String> = topics.iter().cloned().collect();
             match new_matching_topics(&self.source, pattern, &mirrored).await {
                 Ok(new) => {
+                    let mut refused = Vec::new();
                     for t in new {
-                        self.replicator.add_topic(&t).await;
+                        if let Err(reason) = self.replicator.add_topic(&t).await {
+                            refused.push(format!("{t}: {reason}"));
+                        }
                     }
-                    self.record(SyncKind::NewTopics, Ok(()));
+                    self.record(SyncKind::NewTopics, if refused.is_empty() { Ok(()) } else { Err(refused.join("; ")) });
                 }
                 Err(e) => self.record(SyncKind::NewTopics, Err(error_chain(&e))),
             }

@@ -431,7 +431,7 @@ async fn a_source_without_share_groups_does_not_fail_the_group_sync() {
         fn sync_partitions<'a>(&'a self, _: &'a str) -> futures_util::future::BoxFuture<'a, Result<i32, ReplicationError>> {
             unreachable!("not on the group tick")
         }
-        fn add_topic<'a>(&'a self, _: &'a str) -> futures_util::future::BoxFuture<'a, ()> {
+        fn add_topic<'a>(&'a self, _: &'a str) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
             unreachable!("not on the group tick")
         }
     }

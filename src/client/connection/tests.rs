@@ -259,6 +259,10 @@ async fn sasl_refusal_is_typed_and_the_password_is_never_logged() {
         broker
     });
     let mut conn = BrokerConnection::handshake("fake:9092", client, ConnectionConfig::default()).await.unwrap();
+    // Other tests running in parallel may have registered the request callsites while no
+    // subscriber was interested, caching "never" (tracing's interest cache is global). The
+    // handshake above has registered them by now; recompute their interest with ours in place.
+    tracing::callsite::rebuild_interest_cache();
     let sasl = SaslSettings { mechanism: super::super::SaslMechanism::Plain, username: "alice".to_owned(), password: "s3cret-pw".to_owned() };
     let err = conn.authenticate(&sasl).await.unwrap_err();
     let _broker = script.await.unwrap();

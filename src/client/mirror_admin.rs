@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::client::{BrokerConnection, ConnectionConfig, ConnectionError, SecurityConfig};
+use super::{BrokerConnection, ConnectionConfig, ConnectionError, SecurityConfig};
 use crate::protocol::mirror::{
     DecodeError, MirrorApiKey, MirrorRequest, RequestHeader, decode_body, decode_response_header, encode_body, encode_request,
 };
