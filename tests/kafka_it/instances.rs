@@ -347,3 +347,81 @@ async fn the_owning_instance_keeps_offsets_configs_partitions_and_new_topics_in_
     assert_eq!(member.first_offsets(3), [(0, 7), (1, 13), (2, 0)].into());
     drop(member);
 }
+
+/// ACL sync through the control plane with `sync.acls.enabled`: bindings within `acls.include` are
+/// created on the destination; after a SIGKILL and restart of the proxy, a binding deleted at the
+/// source is deleted on the destination too (the mirror's record of what it created is kept in
+/// `__mirror_state`), while a destination-only binding and one outside the filter stay as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_sync_remembers_what_it_created_across_a_restart() {
+    use kafka_harness::{Cluster, ClusterSpec};
+    use kafka_mirror_proxy::client::{AclBinding, AclFilter, ANY, PATTERN_LITERAL, PATTERN_PREFIXED, RESOURCE_TOPIC};
+    // Clusters of its own: ACLs need an authorizer, which the shared clusters do not run.
+    let secured = |name: &str| {
+        Cluster::start(
+            ClusterSpec::new(name)
+                .prop("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+                // Plaintext connections (brokers, controllers, the proxy and these tests) are User:ANONYMOUS.
+                .prop("super.users", "User:ANONYMOUS"),
+        )
+        .unwrap()
+    };
+    let (src, dst, java) = (secured("acl-ctl-source"), secured("acl-ctl-dest"), java_client());
+    let (s, d) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
+    let binding = |pattern_type, name: &str, principal: &str| AclBinding {
+        resource_type: RESOURCE_TOPIC,
+        resource_name: name.to_owned(),
+        pattern_type,
+        principal: principal.to_owned(),
+        host: "*".to_owned(),
+        operation: 3,
+        permission_type: 3,
+    };
+    let (alice, bob, outside, local) = (
+        binding(PATTERN_PREFIXED, "orders", "User:alice"),
+        binding(PATTERN_LITERAL, "orders.eu", "User:bob"),
+        binding(PATTERN_LITERAL, "payments", "User:carol"),
+        binding(PATTERN_LITERAL, "orders.local", "User:dave"),
+    );
+    s.create_acls(&[alice.clone(), bob.clone(), outside.clone()]).await.unwrap();
+    d.create_acls(std::slice::from_ref(&local)).await.unwrap();
+    java.create_topic(&src.bootstrap(), "orders.eu", 1, 1, &[]).unwrap();
+
+    let mut proxy = ProxyProcess::start(&dst.bootstrap(), "__mirror_state", MEMBERSHIP);
+    let mirror = "acl-dr";
+    let config = properties_file(&format!(
+        "bootstrap.servers={}\nsync.acls.enabled=true\nacls.include=topic:prefixed:orders,topic:literal:orders.eu\nmetadata.refresh.interval.ms=1000\n",
+        src.bootstrap()
+    ));
+    let created = poll_until(Duration::from_secs(60), || async {
+        cli_async(&["--bootstrap-server", &proxy.bootstrap, "--create", "--mirror", mirror, "--mirror-config", &config]).await.0.then_some(())
+    })
+    .await;
+    assert!(created.is_some(), "--create");
+    let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--add", "--mirror", mirror, "--topic", "orders.eu"]).await;
+    assert!(ok, "--add: {err}");
+
+    let all = AclFilter { resource_type: ANY, pattern_type: ANY, resource_name: None };
+    let expect = |want: Vec<AclBinding>| {
+        let (d, all) = (&d, all.clone());
+        async move {
+            let mut want = want;
+            want.sort();
+            let got = poll_until(SETTLE, || async {
+                let mut got = d.describe_acls(&all).await.ok()?;
+                got.sort();
+                (got == want).then_some(())
+            })
+            .await;
+            assert!(got.is_some(), "destination ACLs are {:?}, expected {want:?}", d.describe_acls(&all).await);
+        }
+    };
+    expect(vec![alice.clone(), bob.clone(), local.clone()]).await;
+
+    // The proxy dies; the source deletes bob's binding meanwhile; the restarted proxy deletes it on
+    // the destination, knowing from __mirror_state that the mirror created it.
+    proxy.kill();
+    s.delete_acls(std::slice::from_ref(&bob)).await.unwrap();
+    proxy.restart();
+    expect(vec![alice.clone(), local.clone()]).await;
+}
