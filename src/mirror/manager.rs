@@ -233,11 +233,7 @@ impl Shared {
 
     /// Writes `records` in order and returns once the tail has applied them to the model.
     pub(crate) async fn commit(&self, records: &[StateRecord]) -> Result<(), StoreError> {
-        let mut last = None;
-        for record in records {
-            last = Some(self.store.write(record).await?);
-        }
-        match last {
+        match self.store.write(records).await? {
             Some(offset) => self.wait_applied(offset + 1).await,
             None => Ok(()),
         }
@@ -288,7 +284,7 @@ impl Shared {
     }
 
     /// Records `topic` STOPPED (partitions, then the topic: the write policy lets writes through
-    /// from the topic record on) and forgets its runner.
+    /// from the topic record on), if its goal still is STOP.
     pub(crate) async fn finish_stop(&self, mirror: &str, topic: &str) -> Result<(), StoreError> {
         let Some(entry) = self.model().topics.get(topic).cloned() else { return Ok(()) };
         if entry.record.goal != TopicGoal::Stop {

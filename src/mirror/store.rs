@@ -8,10 +8,11 @@
 //!   StateStore::tail ── long-polling Fetch from there on ─► every record, in log order, to the
 //!                        caller (the manager applies them to its model: its own writes and every
 //!                        other instance's alike)
-//!   StateStore::write ── one record per Produce (acks=all), writes serialised; retried with
-//!                        backoff until the deadline: a record is an upsert of its key, so a record
-//!                        appended twice by a retry after an ambiguous failure changes nothing;
-//!                        returns the record's offset, so the writer can wait until the tail applied it
+//!   StateStore::write ── records in batches (one Produce each, acks=all), writes serialised;
+//!                        retried with backoff until the deadline: a record is an upsert of its
+//!                        key, so a batch appended twice by a retry after an ambiguous failure
+//!                        changes nothing; returns the last offset, so the writer can wait until
+//!                        the tail applied it
 //! ```
 //!
 //! One partition: every instance reads the whole state anyway (the write policy needs every mirror
@@ -40,6 +41,9 @@ pub const DEFAULT_STATE_TOPIC: &str = "__mirror_state";
 const LOAD_FETCH_BYTES: i32 = 8 * 1024 * 1024;
 /// Time the broker waits for replication of a state write.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Most records in one state batch (well under the default `max.message.bytes` of 1 MiB: a state
+/// record is some hundred bytes, a mirror definition a few kilobytes).
+pub const RECORDS_PER_BATCH: usize = 200;
 /// How long one tailing Fetch waits at the broker for new records (a new record answers it at once).
 const TAIL_WAIT: Duration = Duration::from_millis(500);
 
@@ -223,17 +227,31 @@ impl StateStore {
         decode_batch(&self.topic, batch, from)
     }
 
-    /// Appends `record` and returns its offset once the destination has it (acks=all).
+    /// Appends `records` in order and returns the offset of the last one once the destination has
+    /// them (acks=all). Up to [`RECORDS_PER_BATCH`] records go in one batch, so a transition of a
+    /// topic and its partitions is appended as a whole, in one round trip.
     ///
     /// # Errors
-    /// [`StoreError::Destination`] when the write keeps failing past the backoff deadline.
-    pub async fn write(&self, record: &StateRecord) -> Result<i64, StoreError> {
+    /// [`StoreError::Destination`] when a write keeps failing past the backoff deadline (batches
+    /// before it are in the log).
+    pub async fn write(&self, records: &[StateRecord]) -> Result<Option<i64>, StoreError> {
         let _serialised = self.write_lock.lock().await;
-        let bytes = BatchBuilder::new()
-            .with_base_timestamp(now_ms())
-            .with_record(Record { key: Some(record.encode_key()), value: record.encode_value(), ..Record::default() })
-            .build()
-            .expect("invariant: a one-record uncompressed batch encodes");
+        let mut last = None;
+        for chunk in records.chunks(RECORDS_PER_BATCH) {
+            let bytes = BatchBuilder::new()
+                .with_base_timestamp(now_ms())
+                .with_records(chunk.iter().map(|r| Record { key: Some(r.encode_key()), value: r.encode_value(), ..Record::default() }))
+                .build()
+                .expect("invariant: an uncompressed batch of state records encodes");
+            let base = self.produce(bytes).await?;
+            last = Some(base + chunk.len() as i64 - 1);
+        }
+        Ok(last)
+    }
+
+    /// Produces one batch, retried until the deadline (an upsert of its keys: appending it twice
+    /// after an ambiguous failure changes nothing); returns its base offset.
+    async fn produce(&self, bytes: bytes::Bytes) -> Result<i64, StoreError> {
         let options = ProduceOptions { timeout: WRITE_TIMEOUT, ..ProduceOptions::default() };
         let mut backoff = Backoff::new(&self.backoff);
         loop {
