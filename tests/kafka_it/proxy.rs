@@ -859,3 +859,201 @@ async fn tls_clients_through_the_proxy() {
     assert_eq!(via_rdkafka, direct);
 
 }
+
+/// The lines of `kafka-metadata-quorum describe --status` that do not move while the cluster idles
+/// (the high watermark and the lag do).
+fn stable_quorum_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| ["ClusterId:", "LeaderId:", "CurrentVoters:", "CurrentObservers:"].iter().any(|k| l.starts_with(k)))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// DescribeQuorum (KIP-853 v2 carries the controllers' listeners) through the proxy with Kafka's own
+/// `kafka-metadata-quorum --bootstrap-server PROXY describe --status`: the request goes through the
+/// proxy, and the answer is the broker's, controller endpoints unchanged (the proxy fronts brokers,
+/// not controllers; see the table in src/proxy/rewrite.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_quorum_through_the_proxy_keeps_the_controller_endpoints() {
+    let p = TestProxy::start().await;
+    let describe = |bootstrap: String| {
+        blocking(move || run(kafka_tool("org.apache.kafka.tools.MetadataQuorumCommand", &["--bootstrap-server", &bootstrap, "describe", "--status"]), Duration::from_secs(120)))
+    };
+    let (ok, direct, stderr) = describe(destination().bootstrap()).await;
+    assert!(ok, "direct:\n{direct}\n{stderr}");
+    let (ok, via, stderr) = describe(p.bootstrap()).await;
+    assert!(ok, "through the proxy:\n{via}\n{stderr}");
+    assert!(p.proxy.metrics().requests_of(ApiKey::DescribeQuorum) >= 1, "the tool's DescribeQuorum must have gone through the proxy");
+    let (direct, via) = (stable_quorum_lines(&direct), stable_quorum_lines(&via));
+    assert_eq!(via.len(), 4, "{via:?}");
+    assert_eq!(via, direct);
+    let voters = via.iter().find(|l| l.starts_with("CurrentVoters:")).expect("voters");
+    assert!(voters.contains("CONTROLLER://127.0.0.1:"), "the controllers' own listeners: {voters}");
+    for id in destination().node_ids() {
+        let endpoint = p.proxy.broker_endpoint(id).expect("broker listener");
+        assert!(!voters.contains(&endpoint), "a controller endpoint must not be mapped to broker listener {endpoint}: {voters}");
+    }
+}
+
+/// A KIP-932 share consumer (Kafka's `kafka-console-share-consumer`, KafkaShareConsumer) through the
+/// proxy: ShareGroupHeartbeat, ShareFetch and ShareAcknowledge at the version the proxy caps them to
+/// (v1, what kafka-protocol 0.18 decodes), every record delivered once and acknowledged (the group's
+/// lag is 0 afterwards, as `kafka-share-groups --describe` reports through the proxy: Kafka 4.4 counts
+/// acknowledged records past the share-partition start offset as delivered, KIP-1226).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_consumer_through_the_proxy_at_the_capped_version() {
+    let p = TestProxy::start().await;
+    let proxy = p.bootstrap();
+    let via = connect(&proxy).await;
+    for key in [ApiKey::ShareFetch, ApiKey::ShareAcknowledge] {
+        let range = via.versions().range(key).unwrap_or_else(|| panic!("{key:?} advertised (share.version >= 1 on the destination)"));
+        assert_eq!(range.max, 1, "{key:?} is capped to what the proxy decodes");
+    }
+    let (topic, group) = (unique_name("proxy-share"), unique_name("share-group"));
+    let java = java_client();
+    let (pb, t) = (proxy.clone(), topic.clone());
+    blocking(move || {
+        java.create_topic(&pb, &t, 2, 1, &[]).expect("create");
+        java.produce(&pb, &t, &JavaProduceOptions::default(), &records(30, 2, "share")).expect("produce");
+    })
+    .await;
+    // Share groups start at the latest offset by default; this one reads from the start.
+    let (pb, g) = (proxy.clone(), group.clone());
+    let (ok, stdout, stderr) = blocking(move || {
+        run(
+            kafka_tool(
+                "org.apache.kafka.tools.ConfigCommand",
+                &["--bootstrap-server", &pb, "--alter", "--entity-type", "groups", "--entity-name", &g, "--add-config", "share.auto.offset.reset=earliest"],
+            ),
+            Duration::from_secs(120),
+        )
+    })
+    .await;
+    assert!(ok, "group config:\n{stdout}\n{stderr}");
+    let (pb, t, g) = (proxy.clone(), topic.clone(), group.clone());
+    let (ok, stdout, stderr) = blocking(move || {
+        run(
+            kafka_tool(
+                "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+                &["--bootstrap-server", &pb, "--topic", &t, "--group", &g, "--max-messages", "30", "--timeout-ms", "60000"],
+            ),
+            Duration::from_secs(120),
+        )
+    })
+    .await;
+    assert!(ok, "share consumer:\n{stdout}\n{stderr}");
+    let mut values: Vec<&str> = stdout.lines().filter(|l| l.starts_with("v-share-")).collect();
+    values.sort_unstable();
+    let mut expected: Vec<String> = (0..30).map(|i| format!("v-share-{i}-{}", "x".repeat(i % 50))).collect();
+    expected.sort_unstable();
+    assert_eq!(values, expected, "every record exactly once:\n{stdout}\n{stderr}");
+    let metrics = p.proxy.metrics();
+    assert!(metrics.requests_of(ApiKey::ShareGroupHeartbeat) >= 1 && metrics.requests_of(ApiKey::ShareFetch) >= 1, "share traffic went through the proxy");
+    // Acknowledged: no lag left on either partition (the share coordinator persists asynchronously).
+    let (pb, g) = (proxy.clone(), group.clone());
+    let start = Instant::now();
+    loop {
+        let (ok, stdout, stderr) = blocking({
+            let (pb, g) = (pb.clone(), g.clone());
+            move || run(kafka_tool("org.apache.kafka.tools.consumer.group.ShareGroupCommand", &["--bootstrap-server", &pb, "--describe", "--group", &g]), Duration::from_secs(120))
+        })
+        .await;
+        assert!(ok, "describe share group:\n{stdout}\n{stderr}");
+        let lags: Vec<&str> = stdout.lines().filter(|l| l.contains(&topic)).filter_map(|l| l.split_whitespace().nth(4)).collect();
+        if lags == ["0", "0"] {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "records left unacknowledged: lags {lags:?}\n{stdout}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(metrics.requests_of(ApiKey::ShareAcknowledge) + metrics.requests_of(ApiKey::ShareFetch) >= 2);
+}
+
+/// Brokers joining and leaving a running destination: a broker added with a new node id gets a proxy
+/// listener that Metadata through the proxy names, and a Java producer writes to a partition it
+/// leads; once that broker is stopped for good, its listener closes after
+/// `destination.broker_removal_delay_ms` and clients keep working on the remaining broker.
+/// Runs its own cluster (one combined node and one spare broker-only node), since it adds and removes
+/// brokers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_listeners_follow_brokers_joining_and_leaving() {
+    let cluster = blocking(|| kafka_harness::Cluster::start(kafka_harness::ClusterSpec::new("proxy-brokers").spare_brokers(1)))
+        .await
+        .expect("cluster with a spare broker");
+    let cluster = Arc::new(cluster);
+    let p = TestProxy::start_for(&cluster.bootstrap(), |s| {
+        s.metadata_refresh_interval = Duration::from_millis(300);
+        s.broker_removal_delay = Duration::from_secs(3);
+    })
+    .await;
+    let proxy = p.bootstrap();
+    assert!(p.proxy.broker_endpoint(0).is_some());
+    assert_eq!(p.proxy.broker_endpoint(1), None, "the spare broker is not running yet");
+
+    let c = cluster.clone();
+    blocking(move || c.start_broker(1)).await.expect("add broker 1");
+    let wait_for = |what: &str, mut check: Box<dyn FnMut() -> bool + Send>| {
+        let what = what.to_owned();
+        blocking(move || {
+            let start = Instant::now();
+            while !check() {
+                assert!(start.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let (pb, shared) = (proxy.clone(), Arc::new(p));
+    let s = shared.clone();
+    wait_for("a listener for broker 1", Box::new(move || s.proxy.broker_endpoint(1).is_some())).await;
+    let added = shared.proxy.broker_endpoint(1).expect("listener of broker 1");
+    let md = kafka_harness::metadata(&pb, Some(&[]), Duration::from_secs(10)).expect("metadata through the proxy");
+    let named: Vec<(i32, String)> = md.brokers.iter().map(|b| (b.node_id, format!("{}:{}", b.host, b.port))).collect();
+    assert!(named.contains(&(1, added.clone())), "Metadata through the proxy names the new broker's listener: {named:?}");
+
+    // A topic whose only partition lives on the new broker, written through its proxy listener.
+    let on_new = unique_name("proxy-on-new-broker");
+    let (b, t) = (pb.clone(), on_new.clone());
+    let (ok, stdout, stderr) = blocking(move || {
+        run(
+            kafka_tool("org.apache.kafka.tools.TopicCommand", &["--bootstrap-server", &b, "--create", "--topic", &t, "--replica-assignment", "1"]),
+            Duration::from_secs(120),
+        )
+    })
+    .await;
+    assert!(ok, "create on broker 1:\n{stdout}\n{stderr}");
+    let md = kafka_harness::metadata(&pb, Some(&[on_new.as_str()]), Duration::from_secs(10)).expect("metadata");
+    assert_eq!(md.topics[0].partitions[0].leader_id, 1, "{md:?}");
+    let java = java_client();
+    let (b, t) = (pb.clone(), on_new.clone());
+    let acks = blocking(move || java.produce(&b, &t, &JavaProduceOptions { idempotent: true, ..Default::default() }, &records(10, 1, "new")))
+        .await
+        .expect("produce to the new broker through the proxy");
+    assert_eq!(acks, (0..10).map(|o| (0, o)).collect::<Vec<_>>());
+    let direct_1 = cluster.broker_addrs().iter().find(|(id, _)| *id == 1).map(|(_, a)| a.to_string()).expect("broker 1");
+    let (d, t) = (direct_1, on_new.clone());
+    let read = blocking(move || java.consume(&d, &t, &ConsumeOptions::default())).await.expect("read broker 1 directly");
+    assert_eq!(read.len(), 10);
+
+    // Broker 1 leaves for good: its listener closes after the removal delay.
+    let c = cluster.clone();
+    blocking(move || c.stop_broker(1)).await.expect("stop broker 1");
+    let s = shared.clone();
+    wait_for("broker 1's listener to close", Box::new(move || s.proxy.broker_endpoint(1).is_none())).await;
+    let a = added.clone();
+    wait_for("broker 1's port to refuse connections", Box::new(move || StdTcpStream::connect(&a).is_err())).await;
+    let md = kafka_harness::metadata(&pb, Some(&[]), Duration::from_secs(10)).expect("metadata after the removal");
+    assert_eq!(md.brokers.iter().map(|b| b.node_id).collect::<Vec<_>>(), vec![0]);
+
+    // Clients keep working on broker 0.
+    let on_old = unique_name("proxy-on-old-broker");
+    let (b, t) = (pb.clone(), on_old.clone());
+    let read = blocking(move || {
+        java.create_topic(&b, &t, 2, 1, &[]).expect("create on broker 0");
+        let acks = java.produce(&b, &t, &JavaProduceOptions::default(), &records(8, 2, "old")).expect("produce after the removal");
+        assert_eq!(acks.len(), 8);
+        java.consume(&b, &t, &ConsumeOptions::default()).expect("consume after the removal")
+    })
+    .await;
+    assert_eq!(read.len(), 8);
+}
