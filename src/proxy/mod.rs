@@ -15,6 +15,7 @@
 //!
 //! Files: [`config`] (YAML + env), `server` (start, drain), `listener` (accept loops), `session`
 //! (one client connection), `upstream` (broker connections), `registry` (brokers and listeners),
+//! `mirror_apis` (the seam to the mirror admin APIs, answered by `src/admin`),
 //! `wire` and `requests` (reading untrusted requests), `policy` (what is refused), `rewrite`
 //! (responses), `versions` (ApiVersions), `metrics` (`/metrics`, `/health`).
 //!
@@ -25,6 +26,7 @@ pub mod config;
 mod error;
 mod listener;
 mod metrics;
+mod mirror_apis;
 mod policy;
 mod registry;
 mod requests;

@@ -150,6 +150,52 @@ pub(crate) fn fetch_has_node_endpoints(body: &[u8]) -> Result<bool, super::wire:
         }
         r.skip_tagged_fields()?;
     }
+    has_tag_0(&mut r)
+}
+
+/// True if a Produce response body (v10+, flexible) carries the top-level `node_endpoints` tagged
+/// field (tag 0, KIP-951). Like [`fetch_has_node_endpoints`]: a walk over the partition results
+/// without allocating, so a Produce response without a leader change (nearly all of them) is
+/// forwarded as the broker's bytes instead of being decoded and dropped.
+///
+/// # Errors
+/// A body that does not match the schema (the caller then decodes it fully and reports that).
+pub(crate) fn produce_has_node_endpoints(body: &[u8], api_version: i16) -> Result<bool, super::wire::WireError> {
+    use super::wire::Reader;
+    let mut r = Reader::new(body);
+    let topics = r.array_len(true, 3, "responses")?.unwrap_or(0);
+    for _ in 0..topics {
+        if api_version >= 13 {
+            r.uuid("topic_id")?;
+        } else {
+            r.skip_bytes(true, "name")?;
+        }
+        let partitions = r.array_len(true, 40, "partition_responses")?.unwrap_or(0);
+        for _ in 0..partitions {
+            r.i32("index")?;
+            r.i16("error_code")?;
+            r.i64("base_offset")?;
+            r.i64("log_append_time_ms")?;
+            r.i64("log_start_offset")?;
+            if let Some(n) = r.array_len(true, 6, "record_errors")? {
+                for _ in 0..n {
+                    r.i32("batch_index")?;
+                    r.skip_bytes(true, "batch_index_error_message")?;
+                    r.skip_tagged_fields()?;
+                }
+            }
+            r.skip_bytes(true, "error_message")?;
+            r.skip_tagged_fields()?;
+        }
+        r.skip_tagged_fields()?;
+    }
+    r.i32("throttle_time_ms")?;
+    has_tag_0(&mut r)
+}
+
+/// Reads the top-level tagged fields at the end of a body: true if tag 0 is present with more than
+/// an empty array, and nothing follows.
+fn has_tag_0(r: &mut super::wire::Reader<'_>) -> Result<bool, super::wire::WireError> {
     let count = r.uvarint()?;
     let mut found = false;
     for _ in 0..count {
@@ -474,6 +520,35 @@ mod tests {
             }
         }
         assert!(!needs_decode(ApiKey::Produce, 9));
+        // The same for Produce v10–13 (by name up to v12, by topic id from v13), with record errors.
+        for v in 10..=13 {
+            for with_endpoints in [false, true] {
+                let mut response = ProduceResponse::default();
+                let mut topic = kafka_protocol::messages::produce_response::TopicProduceResponse::default();
+                topic.name = kafka_protocol::messages::TopicName(StrBytes::from_static_str("orders"));
+                topic.topic_id = uuid::Uuid::from_u128(7);
+                for p in 0..3 {
+                    let mut part = kafka_protocol::messages::produce_response::PartitionProduceResponse::default();
+                    part.index = p;
+                    part.base_offset = 100;
+                    part.error_message = (p == 1).then(|| StrBytes::from_static_str("bad batch"));
+                    part.record_errors = vec![kafka_protocol::messages::produce_response::BatchIndexAndErrorMessage::default()];
+                    part.current_leader.leader_id = BrokerId(2);
+                    topic.partition_responses.push(part);
+                }
+                response.responses.push(topic);
+                if with_endpoints {
+                    let mut n = kafka_protocol::messages::produce_response::NodeEndpoint::default();
+                    n.node_id = BrokerId(2);
+                    n.host = StrBytes::from_static_str("b");
+                    response.node_endpoints.push(n);
+                }
+                let frame = Decoded::Produce(response).encode(ApiKey::Produce, v, 1).unwrap();
+                let (_, body) = split_response(frame, ApiKey::Produce, v).unwrap();
+                assert_eq!(produce_has_node_endpoints(&body, v), Ok(with_endpoints), "v{v}");
+                assert!(produce_has_node_endpoints(&body[..body.len() - 1], v).is_err());
+            }
+        }
     }
 
     #[test]
