@@ -15,13 +15,15 @@
 //!
 //! Files: [`config`] (YAML + env), `server` (start, drain), `listener` (accept loops), `session`
 //! (one client connection), `upstream` (broker connections), `registry` (brokers and listeners),
-//! `mirror_apis` (the seam to the mirror admin APIs, answered by `src/admin`),
+//! `mirror_apis` (the seam to the mirror admin APIs, answered by `src/admin`), `cancel` (a shutdown
+//! signal cheap to poll per request),
 //! `wire` and `requests` (reading untrusted requests), `policy` (what is refused), `rewrite`
 //! (responses), `versions` (ApiVersions), `metrics` (`/metrics`, `/health`).
 //!
 //! Must not touch: replication or mirror state directly; it asks [`crate::mirror::MirrorLookup`]
 //! whether a topic is mirrored.
 
+mod cancel;
 pub mod config;
 mod error;
 mod listener;

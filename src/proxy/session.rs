@@ -65,6 +65,7 @@ use tracing::{Instrument, debug, info, trace, warn};
 
 use super::error::SessionError;
 use super::listener::Target;
+use super::cancel::Cancelled;
 use super::metrics::{add, inc};
 use super::mirror_apis::MirrorApiHandler;
 use super::policy::Refusals;
@@ -244,10 +245,8 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    // One waiter for the whole session: a fresh `cancelled()` per request registers and unregisters
-    // a waiter on the token each time, which was a measurable share of the per-request cost.
-    let shutdown_signal = shutdown.cancelled();
-    tokio::pin!(shutdown_signal);
+    // One registration for the whole session, cheap to poll on every wake-up (see `super::cancel`).
+    let mut shutdown_signal = Cancelled::new(shutdown.clone());
     loop {
         let next = tokio::select! {
             biased;

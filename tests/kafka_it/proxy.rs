@@ -2,6 +2,10 @@
 //! through it, the write policy, ApiVersions capping, malformed input, and the binary's start and
 //! stop. Each test starts its own in-process proxy on free ports (or the binary), in front of the
 //! shared destination cluster, and uses unique topic names.
+//!
+//! Style rule 53: an in-process proxy's WARN and ERROR events fail its test unless allow-listed
+//! ([`log_check`]): [`ALLOWED_PROXY_WARNINGS`] for every test, [`TestProxy::allow`] for one test's
+//! expected trouble (malformed input, killed brokers), each entry with its reason.
 
 #![allow(clippy::result_large_err, reason = "the harness's HarnessError, returned from blocking closures")]
 
@@ -31,11 +35,150 @@ use kafka_protocol::protocol::StrBytes;
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
-/// A proxy in process in front of the shared destination, with its mirror lookup.
+/// WARN/ERROR events any in-process proxy may log without failing its test: (text the event's
+/// message or fields contain, why it is harmless).
+const ALLOWED_PROXY_WARNINGS: &[(&str, &str)] = &[];
+
+/// Style rule 53 for the in-process proxies: a capturing `tracing` layer, installed once as this
+/// test binary's global subscriber, keeps the WARN and ERROR events logged under a
+/// `proxy_under_test{test_id}` span. Each [`TestProxy`] starts its proxy under such a span; every span
+/// the proxy creates (listeners, sessions, the metadata refresh, mirror calls) has it as an ancestor,
+/// so events are told apart by test even though tests run in parallel. [`TestProxy`]'s `Drop` takes
+/// its events and fails the test on any not allow-listed. Only spans and WARN/ERROR events are
+/// enabled, so the other tests in this binary pay nothing for it.
+mod log_check {
+    use std::collections::HashMap;
+    use std::fmt::Write as _;
+    use std::sync::{Mutex, OnceLock};
+
+    use tracing::field::{Field, Visit};
+    use tracing::subscriber::Interest;
+    use tracing::{Event, Level, Metadata, Subscriber, span};
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
+    use tracing_subscriber::registry::LookupSpan;
+
+    /// The name of the span a test's proxy runs under.
+    pub(super) const SPAN: &str = "proxy_under_test";
+
+    /// One captured event: level, target, message and fields as text.
+    #[derive(Debug, Clone)]
+    pub(super) struct Captured {
+        pub(super) level: Level,
+        pub(super) target: String,
+        pub(super) text: String,
+    }
+
+    fn captured() -> &'static Mutex<HashMap<u64, Vec<Captured>>> {
+        static CAPTURED: OnceLock<Mutex<HashMap<u64, Vec<Captured>>>> = OnceLock::new();
+        CAPTURED.get_or_init(Default::default)
+    }
+
+    /// Span extension: this span is a test's proxy span.
+    struct TestId(u64);
+
+    struct TestIdVisitor(Option<u64>);
+    impl Visit for TestIdVisitor {
+        fn record_u64(&mut self, field: &Field, value: u64) {
+            if field.name() == "test_id" {
+                self.0 = Some(value);
+            }
+        }
+        fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+    }
+
+    struct TextVisitor(String);
+    impl Visit for TextVisitor {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            let _ = write!(self.0, "{}{}={value:?}", if self.0.is_empty() { "" } else { " " }, field.name());
+        }
+    }
+
+    fn wanted(metadata: &Metadata<'_>) -> bool {
+        // Spans: to find the test span among an event's ancestors. Events: WARN and ERROR only
+        // (a more verbose level is a greater one).
+        metadata.is_span() || *metadata.level() <= Level::WARN
+    }
+
+    struct CaptureLayer;
+
+    impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for CaptureLayer {
+        fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+            if wanted(metadata) { Interest::always() } else { Interest::never() }
+        }
+
+        fn enabled(&self, metadata: &Metadata<'_>, _: Context<'_, S>) -> bool {
+            wanted(metadata)
+        }
+
+        fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+            if attrs.metadata().name() != SPAN {
+                return;
+            }
+            let mut visitor = TestIdVisitor(None);
+            attrs.record(&mut visitor);
+            if let (Some(test_id), Some(span)) = (visitor.0, ctx.span(id)) {
+                span.extensions_mut().insert(TestId(test_id));
+            }
+        }
+
+        fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+            if *event.metadata().level() > Level::WARN {
+                return;
+            }
+            let Some(scope) = ctx.event_scope(event) else { return };
+            let Some(test_id) = scope.from_root().find_map(|s| s.extensions().get::<TestId>().map(|t| t.0)) else { return };
+            let mut text = TextVisitor(String::new());
+            event.record(&mut text);
+            let event = Captured { level: *event.metadata().level(), target: event.metadata().target().to_owned(), text: text.0 };
+            captured().lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(test_id).or_default().push(event);
+        }
+    }
+
+    /// Installs the capturing subscriber (once per process).
+    pub(super) fn install() {
+        static INSTALLED: OnceLock<bool> = OnceLock::new();
+        let installed = INSTALLED.get_or_init(|| tracing::subscriber::set_global_default(tracing_subscriber::registry().with(CaptureLayer)).is_ok());
+        assert!(*installed, "another global tracing subscriber is installed in this test binary: the log check cannot run");
+    }
+
+    /// A fresh test id.
+    pub(super) fn next_id() -> u64 {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The events captured for `test_id` so far (and forgets them).
+    pub(super) fn take(test_id: u64) -> Vec<Captured> {
+        captured().lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&test_id).unwrap_or_default()
+    }
+}
+
+/// A proxy in process in front of the shared destination, with its mirror lookup. Dropping it checks
+/// the proxy's WARN/ERROR events (see [`log_check`]).
 struct TestProxy {
     proxy: Proxy,
     lookup: Arc<InMemoryMirrorLookup>,
+    test_id: u64,
+    /// This test's additions to [`ALLOWED_PROXY_WARNINGS`].
+    allowed: std::sync::Mutex<Vec<(&'static str, &'static str)>>,
+}
+
+impl Drop for TestProxy {
+    fn drop(&mut self) {
+        let events = log_check::take(self.test_id);
+        if std::thread::panicking() {
+            return;
+        }
+        let allowed = self.allowed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let unexpected: Vec<String> = events
+            .iter()
+            .filter(|e| !ALLOWED_PROXY_WARNINGS.iter().chain(allowed.iter()).any(|(text, _)| e.text.contains(text)))
+            .map(|e| format!("{} {}: {}", e.level, e.target, e.text))
+            .collect();
+        assert!(unexpected.is_empty(), "the proxy logged WARN/ERROR events that no allow-list entry explains:\n{}", unexpected.join("\n"));
+    }
 }
 
 impl TestProxy {
@@ -52,8 +195,18 @@ impl TestProxy {
         settings.startup_timeout = Duration::from_secs(30);
         tweak(&mut settings);
         let lookup = Arc::new(InMemoryMirrorLookup::new());
-        let proxy = Proxy::start(settings, lookup.clone(), CancellationToken::new()).await.expect("proxy starts");
-        Self { proxy, lookup }
+        log_check::install();
+        let test_id = log_check::next_id();
+        // Everything the proxy spawns is created inside this span, so it descends from it.
+        let span = tracing::info_span!(log_check::SPAN, test_id);
+        let proxy = Proxy::start(settings, lookup.clone(), CancellationToken::new()).instrument(span).await.expect("proxy starts");
+        Self { proxy, lookup, test_id, allowed: std::sync::Mutex::new(Vec::new()) }
+    }
+
+    /// Allows WARN/ERROR events containing `text` for this test only; `why` says why they are expected
+    /// (kept with the entry, for the reader).
+    fn allow(&self, text: &'static str, why: &'static str) {
+        self.allowed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((text, why));
     }
 
     fn bootstrap(&self) -> String {
@@ -464,6 +617,7 @@ async fn api_versions_are_capped_to_what_the_proxy_decodes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_input_closes_only_its_own_connection() {
     let p = TestProxy::start_with(|s| s.max_frame_bytes = 1 << 20).await;
+    p.allow("closing client connection", "each malformed request closes its connection, logged once at warn (style rule 20)");
     let bootstrap = p.bootstrap();
     let healthy = connect(&bootstrap).await;
     let expect_closed = |label: &str, bytes: &[u8]| {
@@ -743,6 +897,9 @@ async fn clients_recover_from_a_leader_change_and_a_broker_restart() {
         .expect("3-broker cluster");
     let cluster = Arc::new(cluster);
     let p = TestProxy::start_for(&cluster.bootstrap(), |_| {}).await;
+    p.allow("session failed", "sessions to the killed leader lose their broker connection (close path 3)");
+    p.allow("metadata refresh failed", "the refresh may ask the killed broker before the client notices");
+    p.allow("retrying", "the proxy's metadata client retries a killed broker");
     let proxy = p.bootstrap();
     let topic = unique_name("proxy-failover");
     let java = java_client();
@@ -819,6 +976,7 @@ async fn tls_clients_through_the_proxy() {
     assert!(ok, "openssl: {stderr}");
     let (c, k) = (cert.clone(), key.clone());
     let p = TestProxy::start_with(move |s| s.tls = Some((c, k))).await;
+    p.allow("closing client connection", "the plaintext client fails the TLS handshake on purpose");
     let proxy = p.bootstrap();
     let topic = unique_name("proxy-tls");
     let java = java_client();
@@ -987,6 +1145,9 @@ async fn broker_listeners_follow_brokers_joining_and_leaving() {
         s.broker_removal_delay = Duration::from_secs(3);
     })
     .await;
+    p.allow("session failed", "connections through broker 1's listener lose their broker when it stops (close path 3)");
+    p.allow("metadata refresh failed", "the refresh may ask broker 1 while it shuts down");
+    p.allow("retrying", "the proxy's metadata client retries broker 1 while it shuts down");
     let proxy = p.bootstrap();
     assert!(p.proxy.broker_endpoint(0).is_some());
     assert_eq!(p.proxy.broker_endpoint(1), None, "the spare broker is not running yet");
