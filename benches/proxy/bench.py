@@ -18,8 +18,18 @@ and through kafka-mirror-proxy (release build), side by side.
    run, divided by the megabytes moved.
 
 Starts a 1-broker destination with the test harness (`kafka-harness up`) unless KMP_DEST_BOOTSTRAP
-names a running one, and stops what it started. Prints a Markdown table (also written to --out).
-Everything runs on this machine: broker, proxy and client JVMs share its cores.
+names a running one, and stops what it started. Prints one Markdown table (also written to --out, with
+every round as JSON): throughput proxy/direct ratios, p50/p99/p99.9 end-to-end and ack latency of both
+paths at half of the direct maximum (and at --low-rate), and the proxy's CPU per MB. Everything runs on
+this machine: broker, proxy and client JVMs share its cores, so run it on a quiet machine.
+
+Full run (the command of the run BENCHMARKS.md records):
+    python3 benches/proxy/bench.py --records 300000 --latency-seconds 20 --rounds 2
+Smoke run (only checks that the script works; its numbers mean nothing):
+    python3 benches/proxy/bench.py --records 20000 --latency-seconds 5 --rounds 1 --low-rate 500
+
+The proxy's own cost per request, independent of machine load, is measured by
+benches/proxy/request_cost.py (callgrind instruction counts).
 """
 
 import argparse
@@ -130,7 +140,7 @@ def wait_healthy(url, deadline=60):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=400_000)
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=3)

@@ -183,7 +183,7 @@ def wait_healthy(url, deadline):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Needs valgrind (apt-get install valgrind), Java 17+ and Maven (for the harness).")
     ap.add_argument("--requests", type=int, default=3000, help="Produce requests in the counted window")
     ap.add_argument("--warmup", type=int, default=300, help="Produce requests before the window")
