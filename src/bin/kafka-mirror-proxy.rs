@@ -11,7 +11,7 @@ use std::sync::Arc;
 use clap::Parser;
 use kafka_mirror_proxy::admin::{AdminHandler, AllowAll};
 use kafka_mirror_proxy::client::{Client, ClientConfig};
-use kafka_mirror_proxy::mirror::{InMemoryMirrorLookup, MirrorLookup, MirrorManager, MirrorManagerConfig, SecretKey};
+use kafka_mirror_proxy::mirror::{InMemoryMirrorLookup, MembershipConfig, MirrorLookup, MirrorManager, MirrorManagerConfig, SecretKey};
 use kafka_mirror_proxy::report::error_chain as chain;
 use kafka_mirror_proxy::proxy::{ConfigSource, Proxy, ProxySettings};
 use tokio_util::sync::CancellationToken;
@@ -44,9 +44,17 @@ async fn start_control_plane(settings: &ProxySettings) -> Result<(Arc<MirrorMana
     client_config.connection.client_id = "kafka-mirror-proxy-control".to_owned();
     client_config.backoff.deadline = settings.startup_timeout;
     let destination = Client::connect(client_config).await.map_err(|e| format!("destination.bootstrap_servers: {}", chain(&e)))?;
+    let mut membership = MembershipConfig::for_state_topic(&settings.mirror_state_topic);
+    if let Some(group) = &settings.mirror_group_id {
+        membership.group_id = group.clone();
+    }
+    membership.session_timeout = settings.mirror_session_timeout;
+    membership.heartbeat_interval = settings.mirror_heartbeat_interval;
+    membership.instance = format!("{}:{}", settings.advertised_host, settings.listen.port());
     let config = MirrorManagerConfig {
         state_topic: settings.mirror_state_topic.clone(),
         secret_key: settings.mirror_secret.as_deref().map(SecretKey::derive),
+        membership,
         ..MirrorManagerConfig::default()
     };
     let manager = Arc::new(MirrorManager::start(Arc::new(destination), config).await.map_err(|e| format!("mirrors: {}", chain(&e)))?);

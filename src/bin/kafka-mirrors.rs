@@ -404,6 +404,7 @@ fn key_json(r: &StateRecord) -> String {
         StateRecord::Partition { topic, partition, .. } => {
             format!("{{\"type\":\"partition\",\"topic\":{},\"partition\":{partition}}}", json_str(topic))
         }
+        StateRecord::Filter { mirror, .. } => format!("{{\"type\":\"filter\",\"mirror\":{}}}", json_str(mirror)),
     }
 }
 
@@ -446,6 +447,10 @@ fn payload_json(r: &StateRecord) -> String {
                 p.retry_attempt,
                 p.updated_ms
             )
+        }
+        StateRecord::Filter { value: Some(f), .. } => {
+            let list = |v: &[String]| v.iter().map(|p| json_str(p)).collect::<Vec<_>>().join(",");
+            format!("{{\"version\":0,\"include\":[{}],\"exclude\":[{}]}}", list(&f.include), list(&f.exclude))
         }
         _ => "null".to_owned(),
     }

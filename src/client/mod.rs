@@ -20,6 +20,7 @@ mod cluster;
 mod connection;
 mod error;
 mod groups;
+mod membership;
 mod security;
 mod versions;
 
@@ -37,5 +38,6 @@ pub use cluster::{BrokerInfo, Client, ClientConfig, Metadata, PartitionInfo, Top
 pub use connection::{BrokerConnection, ConnectionConfig};
 pub use error::{ClientError, ConnectionError, Target};
 pub use groups::ListedGroup;
+pub use membership::{JoinGroupSpec, JoinedGroup};
 pub use security::{SaslMechanism, SaslSettings, SecurityConfig, SecurityProtocol, TlsSettings};
 pub use versions::{BrokerVersions, VersionPins};

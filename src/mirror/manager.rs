@@ -1,31 +1,41 @@
 //! The [`MirrorManager`]: owns the mirrors of one destination cluster, validates and applies the
-//! admin operations, keeps `__mirror_state` and drives one `runner` task per mirror topic.
+//! admin operations, keeps `__mirror_state`, and runs the work this instance owns.
 //!
 //! Every operation follows the same order (spec §6, "every transition is recorded before it takes
 //! effect"):
 //!
 //! ```text
-//!   admin request ─► ops lock ─► validate against the model ─► write records to __mirror_state
-//!                              ─► apply them to the model (the write policy now sees them)
-//!                              ─► command the topic runners ─► unlock
+//!   admin request ─► ops lock ─► catch up: the model has read the state topic to its end
+//!                              ─► validate against the model ─► write records to __mirror_state
+//!                              ─► wait until the tail applied them to the model (the write
+//!                                 policy of every instance sees them once its tail has) ─► unlock
 //!                    (RemoveTopicsFromMirror then waits, unlocked, up to stop_wait for STOPPED)
+//!
+//!   tail task ──── every record of __mirror_state, any instance's ──► Model::apply ──► `applied`
+//!   membership ─── the instance group (ownership.rs) ──► Ownership ──┐
+//!   supervisor ─── on every `applied` or ownership change: one TopicRunner per owned topic not
+//!                  STOPPED (runner.rs), one sync task per owned mirror (sync.rs); revokes all
+//!                  before the instance rejoins the group
 //! ```
 //!
-//! On start the whole topic is read back into the model, and every topic whose goal is not
-//! STOPPED gets its runner again: MIRROR resumes copying (the replicator reconciles with what the
-//! destination holds), PAUSE waits, STOP finishes stopping. So a proxy killed at any moment resumes
-//! where the log says it was.
+//! Operators act on any instance; the instance owning a topic sees the change in the log and its
+//! runner follows the topic's goal. On start the whole topic is read back into the model, and every
+//! topic whose goal is not STOPPED gets a runner on the instance that owns it: MIRROR resumes
+//! copying (the replicator reconciles with what the destination holds), PAUSE waits, STOP finishes
+//! stopping. So an instance killed at any moment is replaced by the others (or by itself on
+//! restart), resuming where the log says it was.
 //!
-//! Not done yet: sharing the copying between several proxy instances (group membership or a
-//! lease); today every instance that runs a manager on the same destination would copy every
-//! topic, so run one.
+//! Concurrent operations on *different* instances are ordered by the log, but each is validated
+//! against its own instance's model: two instances adding the same topic to two mirrors in the
+//! same few milliseconds would both succeed, the later record winning. Operators acting on one
+//! mirror through one bootstrap address never see this.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use regex::Regex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -33,13 +43,15 @@ use uuid::Uuid;
 
 use super::error::MirrorError;
 use super::model::{Model, TopicEntry};
-use super::records::{MirrorDefinition, PartitionRecord, StateRecord, TopicGoal, TopicRecord};
-use super::runner::{COMMAND_QUEUE, Command, TopicRunner};
+use super::ownership::{MembershipConfig, Ownership, run_membership};
+use super::records::{MirrorDefinition, PartitionRecord, StateRecord, TopicFilter, TopicGoal, TopicRecord};
 use super::settings::{MirrorSettings, SecretKey, SettingError, setting_kind, validate_mirror_name};
 use super::store::{DEFAULT_STATE_TOPIC, StateStore, StoreError};
+use super::supervisor::Supervisor;
 use super::{MirrorLookup, PartitionState, now_ms};
 use crate::client::{BackoffConfig, Client, IsolationLevel, OffsetSpec};
 use crate::replicator::ReplicatorConfig;
+use crate::sync::{SyncKind, SyncStatus};
 
 /// Default time to reach a source when validating settings or listing its topics.
 pub const DEFAULT_SOURCE_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -76,6 +88,8 @@ pub struct MirrorManagerConfig {
     pub topic_buffer_bytes: usize,
     /// Default fetch wait at the source (`fetch.wait.max.ms` of a mirror overrides it).
     pub fetch_max_wait: Duration,
+    /// The instance group sharing the work; `group_id` empty: `kafka-mirror-proxy.<state_topic>`.
+    pub membership: MembershipConfig,
 }
 
 impl Default for MirrorManagerConfig {
@@ -96,6 +110,7 @@ impl Default for MirrorManagerConfig {
             store_backoff: BackoffConfig { deadline: Duration::from_secs(30), ..BackoffConfig::default() },
             topic_buffer_bytes: DEFAULT_TOPIC_BUFFER_BYTES,
             fetch_max_wait: crate::replicator::config::DEFAULT_FETCH_MAX_WAIT,
+            membership: MembershipConfig { group_id: String::new(), ..MembershipConfig::for_state_topic(DEFAULT_STATE_TOPIC) },
         }
     }
 }
@@ -180,34 +195,63 @@ pub struct DescribedSetting {
     pub is_sensitive: bool,
 }
 
-/// What is shared between the manager and its runners.
+/// The sync status of one mirror, per kind (shared with its running sync task).
+pub type SyncStatuses = Arc<Mutex<BTreeMap<SyncKind, SyncStatus>>>;
+
+/// What is shared between the manager, its tail, its supervisor and the runners.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) destination: Arc<Client>,
     pub(crate) config: MirrorManagerConfig,
     store: StateStore,
     model: Arc<Mutex<Model>>,
-    /// Serialises operations and runner observations (validate, write, apply as one step).
+    /// The offset after the last state record applied to the model (moved by the tail).
+    pub(crate) applied: watch::Sender<i64>,
+    /// Serialises this instance's operations and runner observations (validate, write, apply).
     pub(crate) ops: tokio::sync::Mutex<()>,
-    runners: Mutex<HashMap<String, mpsc::Sender<Command>>>,
     /// Source clients for admin operations (listing topics, describe offsets), by mirror.
     sources: Mutex<HashMap<String, Arc<Client>>>,
-    tasks: TaskTracker,
-    cancel: CancellationToken,
+    /// What this instance owns (`None` while it owns nothing: joining, rebalancing).
+    pub(crate) ownership: watch::Sender<Option<Ownership>>,
+    /// Sync status of the mirrors whose sync this instance runs.
+    pub(crate) sync_statuses: Mutex<BTreeMap<String, SyncStatuses>>,
+    pub(crate) tasks: TaskTracker,
+    pub(crate) cancel: CancellationToken,
 }
 
 impl Shared {
-    fn model(&self) -> std::sync::MutexGuard<'_, Model> {
+    pub(crate) fn model(&self) -> std::sync::MutexGuard<'_, Model> {
         self.model.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Writes `records` in order, applying each to the model once it is in the log.
+    /// Writes `records` in order and returns once the tail has applied them to the model.
     pub(crate) async fn commit(&self, records: &[StateRecord]) -> Result<(), StoreError> {
+        let mut last = None;
         for record in records {
-            self.store.write(record).await?;
-            self.model().apply(record, self.config.secret_key.as_ref());
+            last = Some(self.store.write(record).await?);
         }
-        Ok(())
+        match last {
+            Some(offset) => self.wait_applied(offset + 1).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until the model has applied the state topic up to `offset` (exclusive).
+    async fn wait_applied(&self, offset: i64) -> Result<(), StoreError> {
+        let waited = self.config.store_backoff.deadline;
+        let mut applied = self.applied.subscribe();
+        match tokio::time::timeout(waited, applied.wait_for(|&a| a >= offset)).await {
+            Ok(Ok(_)) => Ok(()),
+            // The tail ended (shutdown) or did not get there.
+            _ => Err(StoreError::Lagging { topic: self.store.topic().to_owned(), offset: offset - 1, waited }),
+        }
+    }
+
+    /// Brings the model up to the end of the state topic, so an operation validates against every
+    /// transition written before it (by any instance).
+    pub(crate) async fn catch_up(&self) -> Result<(), StoreError> {
+        let end = self.store.end_offset().await?;
+        self.wait_applied(end).await
     }
 
     /// The goal of `topic`, if it is in a mirror.
@@ -231,39 +275,92 @@ impl Shared {
     /// from the topic record on) and forgets its runner.
     pub(crate) async fn finish_stop(&self, mirror: &str, topic: &str) -> Result<(), StoreError> {
         let Some(entry) = self.model().topics.get(topic).cloned() else { return Ok(()) };
+        if entry.record.goal != TopicGoal::Stop {
+            return Ok(());
+        }
         let mut records = partition_records(mirror, topic, entry.record.partitions, &PartitionState::Stopped);
         records.push(topic_record(topic, &entry.record, TopicGoal::Stopped));
         self.commit(&records).await?;
-        self.runners.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(topic);
         Ok(())
     }
 
-    fn spawn_runner(self: &Arc<Self>, topic: &str, entry: &TopicEntry, settings: Result<MirrorSettings, String>) {
-        let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
-        let runner = TopicRunner {
-            shared: self.clone(),
-            mirror: entry.record.mirror.clone(),
-            topic: topic.to_owned(),
-            partitions: entry.record.partitions,
-            source_topic_id: entry.record.source_topic_id,
-            settings,
-        };
-        self.runners.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(topic.to_owned(), tx);
-        self.tasks.spawn(runner.run(rx, entry.record.goal, self.cancel.child_token()));
+    pub(crate) fn settings_of(&self, mirror: &str) -> Result<MirrorSettings, MirrorError> {
+        let model = self.model();
+        let entry = model.mirrors.get(mirror).ok_or_else(|| MirrorError::UnknownMirror(mirror.to_owned()))?;
+        entry.settings.clone().map_err(|message| MirrorError::InvalidSettings(vec![SettingError { key: "(stored settings)".to_owned(), message }]))
     }
 
-    /// Sends `command` to the runner of `topic` (called under the ops lock, so commands arrive in
-    /// the order their records were written).
-    fn command(&self, topic: &str, command: Command) {
-        let runners = self.runners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match runners.get(topic).map(|tx| tx.try_send(command)) {
-            Some(Ok(())) => {}
-            Some(Err(e)) => warn!(topic, error = %e, "topic runner did not take a command; it follows the state log on restart"),
-            None => warn!(topic, "no runner for the topic"),
+    /// Adds the source topics matching `patterns` and not `exclude` to `mirror` (the topic record
+    /// first: from it on a topic is read-only). With `keep_patterns`, the patterns are added to the
+    /// mirror's filter, which the sync uses to find new source topics later.
+    pub(crate) async fn add_topics(&self, mirror: &str, patterns: &[String], exclude: &[String], keep_patterns: bool) -> Result<TopicOutcomes, MirrorError> {
+        let include = Pattern::compile_all(patterns)?;
+        let excluded = Pattern::compile_all(exclude)?;
+        if include.is_empty() {
+            return Err(MirrorError::NoMatchingTopic("no pattern".to_owned()));
         }
+        let _op = self.ops.lock().await;
+        self.catch_up().await?;
+        let settings = self.settings_of(mirror)?;
+        let source = self.source_client(mirror, &settings).await?;
+        let metadata = match source.refresh_metadata(&[]).await {
+            Ok(m) => m,
+            Err(e) => {
+                self.forget_source(mirror);
+                return Err(MirrorError::SourceUnreachable { bootstrap: settings.bootstrap_servers().to_owned(), reason: chain(&e) });
+            }
+        };
+        if keep_patterns {
+            let filter = self.model().mirrors.get(mirror).map(|m| m.filter.clone()).unwrap_or_default();
+            let mut updated = filter.clone();
+            for p in include.iter().map(|p| &p.text) {
+                if !updated.include.contains(p) {
+                    updated.include.push(p.clone());
+                }
+            }
+            for p in excluded.iter().map(|p| &p.text) {
+                if !updated.exclude.contains(p) {
+                    updated.exclude.push(p.clone());
+                }
+            }
+            if updated != filter {
+                self.commit(&[StateRecord::Filter { mirror: mirror.to_owned(), value: Some(updated) }]).await?;
+            }
+        }
+        let matched: Vec<_> = metadata
+            .topics
+            .values()
+            .filter(|t| {
+                let internal = t.is_internal || t.name.starts_with("__");
+                include.iter().any(|p| p.matches(&t.name, internal)) && !excluded.iter().any(|p| p.matches(&t.name, internal))
+            })
+            .collect();
+        if matched.is_empty() {
+            return Err(MirrorError::NoMatchingTopic(describe_patterns(patterns)));
+        }
+        let mut outcomes = Vec::new();
+        for info in matched {
+            let existing = self.model().topics.get(&info.name).cloned();
+            if let Some(entry) = existing.filter(|e| e.record.goal != TopicGoal::Stopped) {
+                outcomes.push((
+                    info.name.clone(),
+                    Err(MirrorError::TopicInMirror { topic: info.name.clone(), mirror: entry.record.mirror.clone(), state: entry.summary_state().name().to_owned() }),
+                ));
+                continue;
+            }
+            let partitions = info.partitions.len() as i32;
+            let record = TopicRecord { mirror: mirror.to_owned(), source_topic_id: info.topic_id, partitions, goal: TopicGoal::Mirror, updated_ms: now_ms() };
+            // The topic record first: from it on the topic is read-only.
+            let mut records = vec![StateRecord::Topic { topic: info.name.clone(), value: Some(record) }];
+            records.extend(partition_records(mirror, &info.name, partitions, &PartitionState::Initializing));
+            self.commit(&records).await?;
+            info!(mirror, topic = %info.name, partitions, "topic added to the mirror");
+            outcomes.push((info.name.clone(), Ok(())));
+        }
+        Ok(outcomes)
     }
 
-    async fn source_client(&self, mirror: &str, settings: &MirrorSettings) -> Result<Arc<Client>, MirrorError> {
+    pub(crate) async fn source_client(&self, mirror: &str, settings: &MirrorSettings) -> Result<Arc<Client>, MirrorError> {
         let cached = self.sources.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(mirror).cloned();
         if let Some(client) = cached {
             return Ok(client);
@@ -278,7 +375,7 @@ impl Shared {
     }
 }
 
-async fn connect_source(mirror: &str, settings: &MirrorSettings, timeout: Duration) -> Result<Arc<Client>, MirrorError> {
+pub(crate) async fn connect_source(mirror: &str, settings: &MirrorSettings, timeout: Duration) -> Result<Arc<Client>, MirrorError> {
     let mut config = settings.client_config(mirror);
     config.backoff.deadline = timeout;
     config.connection.connect_timeout = config.connection.connect_timeout.min(timeout);
@@ -290,6 +387,22 @@ async fn connect_source(mirror: &str, settings: &MirrorSettings, timeout: Durati
     }
 }
 
+/// Follows `__mirror_state` from `from` for as long as the manager runs, applying every record to
+/// the model and then announcing how far it got.
+async fn tail(shared: Arc<Shared>, from: i64) {
+    let key = shared.config.secret_key.clone();
+    let apply = |records: Vec<StateRecord>, next: i64| {
+        {
+            let mut model = shared.model();
+            for record in &records {
+                model.apply(record, key.as_ref());
+            }
+        }
+        shared.applied.send_replace(next);
+    };
+    shared.store.tail(from, apply, shared.cancel.child_token()).await;
+}
+
 fn chain(e: &dyn std::error::Error) -> String {
     crate::report::error_chain(e)
 }
@@ -298,7 +411,7 @@ fn topic_record(topic: &str, current: &TopicRecord, goal: TopicGoal) -> StateRec
     StateRecord::Topic { topic: topic.to_owned(), value: Some(TopicRecord { goal, updated_ms: now_ms(), ..current.clone() }) }
 }
 
-fn partition_records(mirror: &str, topic: &str, partitions: i32, state: &PartitionState) -> Vec<StateRecord> {
+pub(crate) fn partition_records(mirror: &str, topic: &str, partitions: i32, state: &PartitionState) -> Vec<StateRecord> {
     (0..partitions)
         .map(|partition| StateRecord::Partition {
             topic: topic.to_owned(),
@@ -345,47 +458,61 @@ pub struct MirrorManager {
 }
 
 impl MirrorManager {
-    /// Opens (or creates) the state topic, loads it, and resumes every topic that is not STOPPED.
+    /// Opens (or creates) the state topic, loads it, starts following it, joins the instance
+    /// group, and runs the work this instance is given: every owned topic that is not STOPPED
+    /// resumes.
     ///
     /// # Errors
     /// [`MirrorError::Store`] if the state topic cannot be created or read.
-    pub async fn start(destination: Arc<Client>, config: MirrorManagerConfig) -> Result<Self, MirrorError> {
-        let (store, records) = StateStore::open(destination.clone(), &config.state_topic, config.store_backoff.clone()).await?;
+    pub async fn start(destination: Arc<Client>, mut config: MirrorManagerConfig) -> Result<Self, MirrorError> {
+        let (store, records, next) = StateStore::open(destination.clone(), &config.state_topic, config.store_backoff.clone()).await?;
         let mut model = Model::default();
         for record in &records {
             model.apply(record, config.secret_key.as_ref());
         }
+        if config.membership.group_id.is_empty() {
+            config.membership.group_id = MembershipConfig::for_state_topic(&config.state_topic).group_id;
+        }
+        let (applied, _) = watch::channel(next);
+        let (ownership, _) = watch::channel(None);
         let shared = Arc::new(Shared {
-            destination,
+            destination: destination.clone(),
             config,
             store,
             model: Arc::new(Mutex::new(model)),
+            applied,
             ops: tokio::sync::Mutex::new(()),
-            runners: Mutex::new(HashMap::new()),
             sources: Mutex::new(HashMap::new()),
+            ownership,
+            sync_statuses: Mutex::new(BTreeMap::new()),
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
         });
-        let resume: Vec<(String, TopicEntry, Result<MirrorSettings, String>)> = {
-            let model = shared.model();
-            model
-                .topics
-                .iter()
-                .filter(|(_, t)| t.record.goal != TopicGoal::Stopped)
-                .map(|(name, t)| {
-                    let settings = model
-                        .mirrors
-                        .get(&t.record.mirror)
-                        .map_or_else(|| Err(format!("mirror `{}` is not defined", t.record.mirror)), |m| m.settings.clone());
-                    (name.clone(), t.clone(), settings)
-                })
-                .collect()
-        };
-        for (topic, entry, settings) in &resume {
-            info!(mirror = %entry.record.mirror, topic, goal = entry.record.goal.name(), "resuming mirror topic");
-            shared.spawn_runner(topic, entry, settings.clone());
-        }
+        shared.tasks.spawn(tail(shared.clone(), next));
+        let (supervisor, revoke) = Supervisor::new(shared.clone());
+        shared.tasks.spawn(supervisor.run(shared.cancel.child_token()));
+        // JoinGroup waits at the coordinator for the whole rebalance, so the group's client needs a
+        // request timeout beyond the rebalance timeout.
+        let mut group_client = destination.config().clone();
+        let membership = shared.config.membership.clone();
+        group_client.connection.request_timeout = membership.rebalance_timeout + Duration::from_secs(10);
+        group_client.backoff.deadline = group_client.backoff.deadline.max(membership.session_timeout);
+        let group_client = Client::connect(group_client)
+            .await
+            .map_err(|e| MirrorError::Store(Box::new(StoreError::Destination { topic: shared.config.state_topic.clone(), action: "joining the instance group", source: Box::new(e) })))?;
+        shared.tasks.spawn(run_membership(Arc::new(group_client), membership, shared.ownership.clone(), revoke, shared.cancel.child_token()));
         Ok(Self { shared })
+    }
+
+    /// What this instance owns now (`None` while it is not a settled member of the instance group).
+    pub fn ownership(&self) -> Option<Ownership> {
+        self.shared.ownership.borrow().clone()
+    }
+
+    /// The sync status of every mirror whose sync runs on this instance, by mirror and kind.
+    pub fn sync_statuses(&self) -> BTreeMap<String, BTreeMap<SyncKind, SyncStatus>> {
+        let all = self.shared.sync_statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.iter().map(|(m, s)| (m.clone(), s.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())).collect()
     }
 
     /// The write policy's view of mirror topics, kept current by this manager.
@@ -401,6 +528,7 @@ impl MirrorManager {
     pub async fn create_mirror(&self, name: &str, properties: BTreeMap<String, String>, validate_only: bool) -> Result<(), MirrorError> {
         validate_mirror_name(name).map_err(MirrorError::InvalidName)?;
         let _op = self.shared.ops.lock().await;
+        self.shared.catch_up().await?;
         if self.shared.model().mirrors.contains_key(name) {
             return Err(MirrorError::MirrorExists(name.to_owned()));
         }
@@ -427,6 +555,7 @@ impl MirrorManager {
     /// Unknown mirror, topics not STOPPED, store failure.
     pub async fn delete_mirror(&self, name: &str) -> Result<(), MirrorError> {
         let _op = self.shared.ops.lock().await;
+        self.shared.catch_up().await?;
         let records = {
             let model = self.shared.model();
             if !model.mirrors.contains_key(name) {
@@ -446,6 +575,9 @@ impl MirrorManager {
                     records.push(StateRecord::Partition { topic: topic.clone(), partition, value: None });
                 }
                 records.push(StateRecord::Topic { topic: topic.clone(), value: None });
+            }
+            if !model.mirrors.get(name).is_some_and(|m| m.filter == TopicFilter::default()) {
+                records.push(StateRecord::Filter { mirror: name.to_owned(), value: None });
             }
             records.push(StateRecord::Mirror { name: name.to_owned(), value: None });
             records
@@ -471,72 +603,18 @@ impl MirrorManager {
             .collect()
     }
 
-    /// Starts mirroring the source topics matching `patterns` and not `exclude`.
+    /// Starts mirroring the source topics matching `patterns` and not `exclude`, and keeps the
+    /// patterns, so that source topics created later and matching them are added too (spec §7).
     ///
     /// # Errors
     /// Top level: unknown mirror, invalid pattern, unreachable source, no matching topic, store
     /// failure. Per topic (in the outcomes): the topic is already in a mirror.
     pub async fn add_topics(&self, mirror: &str, patterns: &[String], exclude: &[String]) -> Result<TopicOutcomes, MirrorError> {
-        let include = Pattern::compile_all(patterns)?;
-        let exclude = Pattern::compile_all(exclude)?;
-        if include.is_empty() {
-            return Err(MirrorError::NoMatchingTopic("no pattern".to_owned()));
-        }
-        let _op = self.shared.ops.lock().await;
-        let settings = self.settings_of(mirror)?;
-        let source = self.shared.source_client(mirror, &settings).await?;
-        let metadata = match source.refresh_metadata(&[]).await {
-            Ok(m) => m,
-            Err(e) => {
-                self.shared.forget_source(mirror);
-                return Err(MirrorError::SourceUnreachable { bootstrap: settings.bootstrap_servers().to_owned(), reason: chain(&e) });
-            }
-        };
-        let matched: Vec<_> = metadata
-            .topics
-            .values()
-            .filter(|t| {
-                let internal = t.is_internal || t.name.starts_with("__");
-                include.iter().any(|p| p.matches(&t.name, internal)) && !exclude.iter().any(|p| p.matches(&t.name, internal))
-            })
-            .collect();
-        if matched.is_empty() {
-            return Err(MirrorError::NoMatchingTopic(describe_patterns(patterns)));
-        }
-        let mut outcomes = Vec::new();
-        let mut added = Vec::new();
-        for info in matched {
-            let existing = self.shared.model().topics.get(&info.name).cloned();
-            if let Some(entry) = existing.filter(|e| e.record.goal != TopicGoal::Stopped) {
-                outcomes.push((
-                    info.name.clone(),
-                    Err(MirrorError::TopicInMirror { topic: info.name.clone(), mirror: entry.record.mirror.clone(), state: entry.summary_state().name().to_owned() }),
-                ));
-                continue;
-            }
-            let partitions = info.partitions.len() as i32;
-            let record = TopicRecord { mirror: mirror.to_owned(), source_topic_id: info.topic_id, partitions, goal: TopicGoal::Mirror, updated_ms: now_ms() };
-            // The topic record first: from it on the topic is read-only.
-            let mut records = vec![StateRecord::Topic { topic: info.name.clone(), value: Some(record) }];
-            records.extend(partition_records(mirror, &info.name, partitions, &PartitionState::Initializing));
-            self.shared.commit(&records).await?;
-            added.push(info.name.clone());
-            outcomes.push((info.name.clone(), Ok(())));
-        }
-        for topic in &added {
-            let entry = self.shared.model().topics.get(topic).cloned();
-            if let Some(entry) = entry {
-                info!(mirror, topic, partitions = entry.record.partitions, "topic added to the mirror");
-                self.shared.spawn_runner(topic, &entry, Ok(settings.clone()));
-            }
-        }
-        Ok(outcomes)
+        self.shared.add_topics(mirror, patterns, exclude, true).await
     }
 
     fn settings_of(&self, mirror: &str) -> Result<MirrorSettings, MirrorError> {
-        let model = self.shared.model();
-        let entry = model.mirrors.get(mirror).ok_or_else(|| MirrorError::UnknownMirror(mirror.to_owned()))?;
-        entry.settings.clone().map_err(|message| MirrorError::InvalidSettings(vec![SettingError { key: "(stored settings)".to_owned(), message }]))
+        self.shared.settings_of(mirror)
     }
 
     /// The mirror's topics (not STOPPED) matching `patterns`, with their entries.
@@ -566,9 +644,9 @@ impl MirrorManager {
         check: impl Fn(&str, &TopicEntry) -> Result<(), MirrorError>,
         goal: TopicGoal,
         state: PartitionState,
-        mut command: impl FnMut() -> Command,
     ) -> Result<TopicOutcomes, MirrorError> {
         let _op = self.shared.ops.lock().await;
+        self.shared.catch_up().await?;
         let matched = self.match_mirror_topics(mirror, patterns)?;
         let mut outcomes = Vec::new();
         for (topic, entry) in matched {
@@ -579,7 +657,6 @@ impl MirrorManager {
             let mut records = vec![topic_record(&topic, &entry.record, goal)];
             records.extend(partition_records(mirror, &topic, entry.record.partitions, &state));
             self.shared.commit(&records).await?;
-            self.shared.command(&topic, command());
             outcomes.push((topic, Ok(())));
         }
         Ok(outcomes)
@@ -596,7 +673,7 @@ impl MirrorManager {
             TopicGoal::Pause => Err(MirrorError::AlreadyPaused(topic.to_owned())),
             _ => Err(MirrorError::BeingStopped { topic: topic.to_owned(), state: entry.summary_state().name().to_owned() }),
         };
-        self.transition(mirror, patterns, check, TopicGoal::Pause, PartitionState::Paused, || Command::Pause).await
+        self.transition(mirror, patterns, check, TopicGoal::Pause, PartitionState::Paused).await
     }
 
     /// Resumes copying of the matching paused topics.
@@ -609,7 +686,7 @@ impl MirrorManager {
             TopicGoal::Mirror => Err(MirrorError::NotPaused { topic: topic.to_owned(), state: entry.summary_state().name().to_owned() }),
             _ => Err(MirrorError::BeingStopped { topic: topic.to_owned(), state: entry.summary_state().name().to_owned() }),
         };
-        self.transition(mirror, patterns, check, TopicGoal::Mirror, PartitionState::Preparing, || Command::Resume).await
+        self.transition(mirror, patterns, check, TopicGoal::Mirror, PartitionState::Preparing).await
     }
 
     /// Stops mirroring the matching topics (failover): STOPPING, then STOPPED and writable.
@@ -622,16 +699,15 @@ impl MirrorManager {
             TopicGoal::Mirror | TopicGoal::Pause => Ok(()),
             _ => Err(MirrorError::BeingStopped { topic: topic.to_owned(), state: entry.summary_state().name().to_owned() }),
         };
-        let mut waits = Vec::new();
-        let outcomes = self
-            .transition(mirror, patterns, check, TopicGoal::Stop, PartitionState::Stopping, || {
-                let (tx, rx) = oneshot::channel();
-                waits.push(rx);
-                Command::Stop { done: Some(tx) }
-            })
-            .await?;
-        let all = futures_util::future::join_all(waits);
-        if tokio::time::timeout(self.shared.config.stop_wait, all).await.is_err() {
+        let outcomes = self.transition(mirror, patterns, check, TopicGoal::Stop, PartitionState::Stopping).await?;
+        let stopping: Vec<&String> = outcomes.iter().filter(|(_, r)| r.is_ok()).map(|(t, _)| t).collect();
+        // Whichever instance owns each topic stops it; the log tells when it is done.
+        let mut applied = self.shared.applied.subscribe();
+        let stopped = applied.wait_for(|_| {
+            let model = self.shared.model();
+            stopping.iter().all(|t| model.topics.get(*t).is_none_or(|e| e.record.goal == TopicGoal::Stopped))
+        });
+        if tokio::time::timeout(self.shared.config.stop_wait, stopped).await.is_err() {
             warn!(mirror, "topics still STOPPING after {:?}; they finish in the background", self.shared.config.stop_wait);
         }
         Ok(outcomes)
@@ -656,6 +732,7 @@ impl MirrorManager {
     /// Unknown mirror, bad settings, unreachable source, store failure.
     pub async fn alter_configs(&self, mirror: &str, changes: &[ConfigChange], validate_only: bool) -> Result<(), MirrorError> {
         let _op = self.shared.ops.lock().await;
+        self.shared.catch_up().await?;
         let current = self.settings_of(mirror)?;
         let mut properties = current.properties().clone();
         for change in changes {
@@ -684,10 +761,6 @@ impl MirrorManager {
         };
         self.shared.commit(&[record]).await?;
         self.shared.sources.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(mirror.to_owned(), source);
-        let topics: Vec<String> = self.shared.model().topics_of(mirror).filter(|(_, t)| t.record.goal != TopicGoal::Stopped).map(|(n, _)| n.clone()).collect();
-        for topic in topics {
-            self.shared.command(&topic, Command::Reconnect(settings.clone()));
-        }
         info!(mirror, "mirror settings altered; its topics reconnect");
         Ok(())
     }

@@ -7,35 +7,44 @@
 //!
 //! ```text
 //!   admin ──► MirrorManager (manager.rs) ──validate──► StateStore::write (store.rs, records.rs)
-//!                 │                                      └─► Model::apply (model.rs) ◄── proxy's
-//!                 │                                                                  write policy
-//!                 └─► one TopicRunner per topic (runner.rs) ──► Replicator (one per topic)
-//!                        STOPPING: abort open mirrored transactions (stop.rs) ──► STOPPED
+//!                                                               │ (any instance)
+//!   StateStore::tail ◄──────────────────────────────────────────┘
+//!        └─► Model::apply (model.rs) ◄── proxy's write policy, describe
+//!              └─► Supervisor (supervisor.rs) + Ownership (ownership.rs: the instance group)
+//!                    ├─► one TopicRunner per owned topic (runner.rs) ──► Replicator
+//!                    │      STOPPING: abort open mirrored transactions (stop.rs) ──► STOPPED
+//!                    └─► one sync task per owned mirror (sync.rs) ──► sync::SyncRunner
 //! ```
 //!
 //! - [`settings`]: mirror names, settings (Java client names) and sealed secrets.
 //! - [`records`]: the versioned record schemas of `__mirror_state`.
 //! - [`store`]: the topic itself: create, load, write; segment decoding for `--dump-state`.
-//! - `model`: the in-memory image the write policy and describe read.
-//! - [`manager`]: the operations; `runner`: one task per mirror topic.
+//! - `model`: the in-memory image the write policy and describe read, fed by the state topic's tail.
+//! - [`manager`]: the operations; [`ownership`]: which instance runs what (the instance group);
+//!   `supervisor`: starts and stops this instance's work; `runner`: one task per owned mirror
+//!   topic; `sync`: the sync jobs of an owned mirror.
 
 mod error;
 mod lookup;
 pub mod manager;
 mod model;
+pub mod ownership;
 pub mod records;
 mod runner;
 pub mod settings;
 mod state;
 mod stop;
 pub mod store;
+mod supervisor;
+mod sync;
 
 pub use error::MirrorError;
 pub use lookup::{InMemoryMirrorLookup, MirrorLookup, MirroredTopic};
 pub use manager::{
     ConfigChange, DescribedSetting, MirrorDescription, MirrorListing, MirrorManager, MirrorManagerConfig, PartitionDescription,
-    TopicDescription, TopicOutcomes,
+    SyncStatuses, TopicDescription, TopicOutcomes,
 };
+pub use ownership::{MembershipConfig, Ownership};
 pub use settings::{MirrorSettings, SecretKey, SettingError};
 pub use state::{PartitionState, PartitionStatus};
 pub use stop::abort_open_transactions;

@@ -1,10 +1,12 @@
 //! The in-memory image of `__mirror_state`: mirrors, their topics and partition states, built by
-//! applying records in log order. Every change goes through [`Model::apply`] *after* the record was
-//! written, so what readers see (the write policy, describe) never runs ahead of the log.
+//! applying records in log order. Every change goes through [`Model::apply`] as the state topic's
+//! tail reads it back (this instance's writes and every other instance's alike), so what readers
+//! see (the write policy, describe, the supervisor choosing runners) never runs ahead of the log
+//! and is the same on every instance once it has read as far.
 
 use std::collections::BTreeMap;
 
-use super::records::{MirrorDefinition, PartitionRecord, StateRecord, TopicGoal, TopicRecord};
+use super::records::{MirrorDefinition, PartitionRecord, StateRecord, TopicFilter, TopicGoal, TopicRecord};
 use super::settings::{MirrorSettings, SecretKey};
 use super::{MirrorLookup, MirroredTopic, PartitionState};
 
@@ -16,6 +18,8 @@ pub struct MirrorEntry {
     /// Decoded settings; `Err` with the reason if the stored ones cannot be opened (wrong secret
     /// key): the mirror's topics then fail until an operator alters the settings.
     pub settings: Result<MirrorSettings, String>,
+    /// The topic patterns added to the mirror (empty until a pattern is added).
+    pub filter: TopicFilter,
 }
 
 /// One topic of a mirror.
@@ -64,6 +68,8 @@ pub struct Model {
     /// Partition records seen before their topic record (a compacted log keeps the latest of each
     /// key, not their order); attached when the topic record comes.
     orphans: BTreeMap<String, BTreeMap<i32, PartitionRecord>>,
+    /// Filter records seen before their mirror record, for the same reason.
+    orphan_filters: BTreeMap<String, TopicFilter>,
 }
 
 impl Model {
@@ -72,10 +78,24 @@ impl Model {
         match record {
             StateRecord::Mirror { name, value: Some(definition) } => {
                 let settings = MirrorSettings::unseal(name, &definition.configs, key).map_err(|e| e.to_string());
-                self.mirrors.insert(name.clone(), MirrorEntry { definition: definition.clone(), settings });
+                let filter = self.mirrors.remove(name).map(|m| m.filter).or_else(|| self.orphan_filters.remove(name)).unwrap_or_default();
+                self.mirrors.insert(name.clone(), MirrorEntry { definition: definition.clone(), settings, filter });
             }
             StateRecord::Mirror { name, value: None } => {
                 self.mirrors.remove(name);
+                self.orphan_filters.remove(name);
+            }
+            StateRecord::Filter { mirror, value } => {
+                let filter = value.clone().unwrap_or_default();
+                match self.mirrors.get_mut(mirror) {
+                    Some(m) => m.filter = filter,
+                    None if value.is_some() => {
+                        self.orphan_filters.insert(mirror.clone(), filter);
+                    }
+                    None => {
+                        self.orphan_filters.remove(mirror);
+                    }
+                }
             }
             StateRecord::Topic { topic, value: Some(record) } => {
                 let entry = self.topics.entry(topic.clone()).or_insert_with(|| TopicEntry { record: record.clone(), partitions: BTreeMap::new() });

@@ -7,6 +7,7 @@
 //! | 0 mirror    | mirror name             | [`MirrorDefinition`] | the mirror is deleted |
 //! | 1 topic     | topic name              | [`TopicRecord`]      | its mirror is deleted |
 //! | 2 partition | topic name, partition   | [`PartitionRecord`]  | its mirror is deleted |
+//! | 4 filter    | mirror name             | [`TopicFilter`]      | the mirror is deleted |
 //!
 //! Topics are keyed by name alone: a destination topic belongs to at most one mirror, and the key
 //! makes that so in the compacted log too. Key version 0, value version 0.
@@ -23,6 +24,7 @@ pub const SCHEMA_VERSION: i16 = 0;
 const KEY_MIRROR: i16 = 0;
 const KEY_TOPIC: i16 = 1;
 const KEY_PARTITION: i16 = 2;
+const KEY_FILTER: i16 = 4;
 
 /// The key of a `__mirror_state` record.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -33,6 +35,8 @@ pub enum StateKey {
     Topic { topic: String },
     /// One partition's state.
     Partition { topic: String, partition: i32 },
+    /// A mirror's topic patterns.
+    Filter { mirror: String },
 }
 
 /// One setting of a mirror as stored: secrets are encrypted (see `settings`).
@@ -209,6 +213,18 @@ impl Field for PartitionRecord {
     }
 }
 
+/// Value of a filter key: the topic patterns added to a mirror (`--add --topic REGEX` and its
+/// `--exclude`), kept so that new source topics matching them are added later (spec §7). Patterns
+/// match whole topic names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TopicFilter {
+    /// Patterns topics are added by.
+    pub include: Vec<String>,
+    /// Patterns excluded from them (the mirror's `topics.exclude` applies too).
+    pub exclude: Vec<String>,
+}
+flexible_struct!(TopicFilter { include, exclude });
+
 /// A decoded `__mirror_state` record: its key and its value (`None` for a tombstone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateRecord {
@@ -218,6 +234,8 @@ pub enum StateRecord {
     Topic { topic: String, value: Option<TopicRecord> },
     /// Partition state.
     Partition { topic: String, partition: i32, value: Option<PartitionRecord> },
+    /// A mirror's topic patterns.
+    Filter { mirror: String, value: Option<TopicFilter> },
 }
 
 impl StateRecord {
@@ -227,6 +245,7 @@ impl StateRecord {
             Self::Mirror { name, .. } => StateKey::Mirror { name: name.clone() },
             Self::Topic { topic, .. } => StateKey::Topic { topic: topic.clone() },
             Self::Partition { topic, partition, .. } => StateKey::Partition { topic: topic.clone(), partition: *partition },
+            Self::Filter { mirror, .. } => StateKey::Filter { mirror: mirror.clone() },
         }
     }
 
@@ -236,6 +255,7 @@ impl StateRecord {
             Self::Mirror { value, .. } => value.is_none(),
             Self::Topic { value, .. } => value.is_none(),
             Self::Partition { value, .. } => value.is_none(),
+            Self::Filter { value, .. } => value.is_none(),
         }
     }
 
@@ -257,6 +277,10 @@ impl StateRecord {
                 topic.write(&mut w);
                 partition.write(&mut w);
             }
+            Self::Filter { mirror, .. } => {
+                KEY_FILTER.write(&mut w);
+                mirror.write(&mut w);
+            }
         }
         w.into_bytes()
     }
@@ -269,6 +293,7 @@ impl StateRecord {
             Self::Mirror { value, .. } => value.as_ref()?.write(&mut w),
             Self::Topic { value, .. } => value.as_ref()?.write(&mut w),
             Self::Partition { value, .. } => value.as_ref()?.write(&mut w),
+            Self::Filter { value, .. } => value.as_ref()?.write(&mut w),
         }
         Some(w.into_bytes())
     }
@@ -294,6 +319,10 @@ impl StateRecord {
                 let topic = r.string("topic")?;
                 let partition = r.i32("partition")?;
                 Self::Partition { topic, partition, value: value.map(decode_value).transpose()? }
+            }
+            KEY_FILTER => {
+                let mirror = r.string("mirror name")?;
+                Self::Filter { mirror, value: value.map(decode_value).transpose()? }
             }
             other => return Err(DecodeError::InvalidValue { field: "key type", value: i64::from(other) }),
         };
@@ -361,6 +390,8 @@ mod tests {
             (".{0,20}", proptest::option::of(topic)).prop_map(|(topic, value)| StateRecord::Topic { topic, value }),
             (".{0,20}", any::<i32>(), proptest::option::of(partition))
                 .prop_map(|(topic, partition, value)| StateRecord::Partition { topic, partition, value }),
+            (".{0,20}", proptest::option::of((proptest::collection::vec(".{0,10}", 0..3), proptest::collection::vec(".{0,10}", 0..3))))
+                .prop_map(|(mirror, value)| StateRecord::Filter { mirror, value: value.map(|(include, exclude)| TopicFilter { include, exclude }) }),
         ]
     }
 

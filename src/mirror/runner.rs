@@ -1,27 +1,31 @@
-//! One task per mirror topic: drives a [`Replicator`] for that topic through the lifecycle of
-//! spec §6 and records what it observes in `__mirror_state`.
+//! One task per mirror topic owned by this instance: drives a [`Replicator`] for that topic
+//! through the lifecycle of spec §6, following the topic's goal as the state log says it (the
+//! supervisor hands it every change), and records what it observes in `__mirror_state`.
 //!
 //! ```text
 //!   goal MIRROR ──► setup: connect source, describe source topic (id unchanged?), create/check
 //!        │          destination topic; failures: FAILED (retried with backoff if they can pass)
 //!        │        ► Replicator::start(topic) ── every status_interval: persist partition states
 //!        │          that changed (PREPARING, MIRRORING, FAILED + reason)
-//!        ├─ Pause ──► replicator.shutdown() ──► goal PAUSE: wait for Resume / Stop
-//!        ├─ Stop  ──► replicator.shutdown() ──► abort open mirrored transactions per partition
-//!        │            (retried until done) ──► STOPPED records ──► topic writable; task ends
-//!        ├─ Reconnect(settings) ──► replicator.shutdown() ──► setup again with the new settings
-//!        └─ cancel (proxy shutdown) ──► replicator.shutdown(); nothing written
+//!        ├─ more partitions ──► Replicator::sync_partitions (creates and copies the new ones)
+//!        ├─ goal PAUSE ──► replicator.shutdown() ──► wait for the next goal
+//!        ├─ goal STOP  ──► replicator.shutdown() ──► abort open mirrored transactions per partition
+//!        │                 (retried until done) ──► STOPPED records ──► topic writable; task ends
+//!        ├─ settings changed ──► replicator.shutdown() ──► setup again with the new settings
+//!        └─ cancel (shutdown, or the topic moved to another instance) ──► replicator.shutdown();
+//!                                                                         nothing written
 //! ```
 //!
-//! The manager writes the operator's transitions (PAUSED, STOPPING, …) *before* it sends the
-//! command; the runner writes what it observes after observing it, and only while the topic's goal
-//! still is what the runner works toward (checked under the manager's operation lock, so an
-//! observation never overwrites a newer operator transition).
+//! Operators' transitions (PAUSED, STOPPING, …) are written by whichever instance served the
+//! request, *before* this runner sees them; the runner writes what it observes after observing it,
+//! and only while the topic's goal still is what the runner works toward (checked under the
+//! operation lock against the model, so an observation never overwrites a newer transition this
+//! instance knows of).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -34,21 +38,15 @@ use super::PartitionState;
 use crate::client::{Backoff, Client};
 use crate::replicator::{ReplicationError, Replicator, ReplicatorConfig, topic as replicator_topic};
 
-/// Capacity of a runner's command queue (commands are rare; a full queue means the runner is
-/// busy stopping and the caller waits).
-pub(crate) const COMMAND_QUEUE: usize = 8;
-
-/// What the manager tells a runner.
-#[derive(Debug)]
-pub(crate) enum Command {
-    /// Suspend copying.
-    Pause,
-    /// Resume copying.
-    Resume,
-    /// Stop for good; `done` fires once the topic is STOPPED.
-    Stop { done: Option<oneshot::Sender<()>> },
-    /// The mirror's settings changed: reconnect with these.
-    Reconnect(MirrorSettings),
+/// What the state log wants of a topic, as the supervisor last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TopicWant {
+    /// The operator's goal.
+    pub(crate) goal: TopicGoal,
+    /// Partitions to copy (grows when the source adds partitions).
+    pub(crate) partitions: i32,
+    /// The mirror's settings that matter for copying (`Err`: they cannot be used, with why).
+    pub(crate) settings: Result<MirrorSettings, String>,
 }
 
 /// The runner of one topic.
@@ -57,49 +55,40 @@ pub(crate) struct TopicRunner {
     pub(crate) shared: Arc<Shared>,
     pub(crate) mirror: String,
     pub(crate) topic: String,
-    pub(crate) partitions: i32,
     pub(crate) source_topic_id: Uuid,
-    pub(crate) settings: Result<MirrorSettings, String>,
 }
 
-/// How a mirroring phase ended.
+/// How a phase ended.
 enum Next {
-    Command(Command),
+    /// The goal or the settings changed.
+    Changed,
     Cancelled,
 }
 
 impl TopicRunner {
     /// Runs until the topic is STOPPED or `cancel` fires.
-    pub(crate) async fn run(mut self, mut commands: mpsc::Receiver<Command>, start: TopicGoal, cancel: CancellationToken) {
-        let mut goal = start;
+    pub(crate) async fn run(self, mut want: watch::Receiver<TopicWant>, cancel: CancellationToken) {
         loop {
-            let next = match goal {
-                TopicGoal::Mirror => self.mirror_until_command(&mut commands, &cancel).await,
-                TopicGoal::Pause => wait_command(&mut commands, &cancel).await,
-                TopicGoal::Stop => Next::Command(Command::Stop { done: None }),
-                TopicGoal::Stopped => return,
-            };
-            match next {
-                Next::Cancelled => return,
-                Next::Command(Command::Pause) => goal = TopicGoal::Pause,
-                Next::Command(Command::Resume) => goal = TopicGoal::Mirror,
-                Next::Command(Command::Reconnect(settings)) => self.settings = Ok(settings),
-                Next::Command(Command::Stop { done }) => {
-                    if self.stop(&cancel).await {
-                        if let Some(done) = done {
-                            let _ = done.send(());
-                        }
-                    }
+            let current = want.borrow_and_update().clone();
+            let next = match current.goal {
+                TopicGoal::Mirror => self.mirror_until_changed(&current, &mut want, &cancel).await,
+                TopicGoal::Pause => wait_change(&mut want, &cancel).await,
+                TopicGoal::Stop => {
+                    self.stop(current.partitions, &cancel).await;
                     return;
                 }
+                TopicGoal::Stopped => return,
+            };
+            if let Next::Cancelled = next {
+                return;
             }
         }
     }
 
     /// Connects to the source and checks both topics; typed errors so that retrying is decided by
     /// the error's kind.
-    async fn setup(&self) -> Result<(Arc<Client>, ReplicatorConfig), SetupError> {
-        let settings = self.settings.as_ref().map_err(|reason| SetupError::Settings(reason.clone()))?;
+    async fn setup(&self, want: &TopicWant) -> Result<(Arc<Client>, ReplicatorConfig), SetupError> {
+        let settings = want.settings.as_ref().map_err(|reason| SetupError::Settings(reason.clone()))?;
         let source = Client::connect(settings.client_config(&self.mirror))
             .await
             .map_err(|source| SetupError::Replication(ReplicationError::Unavailable { side: "source", source }))?;
@@ -118,15 +107,15 @@ impl TopicRunner {
         Ok((source, config))
     }
 
-    async fn mirror_until_command(&self, commands: &mut mpsc::Receiver<Command>, cancel: &CancellationToken) -> Next {
+    async fn mirror_until_changed(&self, current: &TopicWant, want: &mut watch::Receiver<TopicWant>, cancel: &CancellationToken) -> Next {
         let mut backoff = Backoff::new(&self.shared.config.retry_backoff);
         let mut attempt: i16 = 0;
         let (source, config) = loop {
             let setup = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Next::Cancelled,
-                c = commands.recv() => return c.map_or(Next::Cancelled, Next::Command),
-                s = self.setup() => s,
+                c = want.changed() => return changed(c),
+                s = self.setup(current) => s,
             };
             match setup {
                 Ok(ready) => break ready,
@@ -136,15 +125,15 @@ impl TopicRunner {
                     attempt = attempt.saturating_add(1);
                     warn!(mirror = %self.mirror, topic = %self.topic, %reason, retriable, "mirror topic setup failed");
                     let retry = if retriable { attempt } else { -1 };
-                    self.observe_all(PartitionState::Failed { reason }, retry).await;
+                    self.observe_all(current.partitions, PartitionState::Failed { reason }, retry).await;
                     if !retriable {
-                        return wait_command(commands, cancel).await;
+                        return wait_change(want, cancel).await;
                     }
                     let delay = backoff.next_delay().unwrap_or(self.shared.config.retry_backoff.max);
                     tokio::select! {
                         biased;
                         () = cancel.cancelled() => return Next::Cancelled,
-                        c = commands.recv() => return c.map_or(Next::Cancelled, Next::Command),
+                        c = want.changed() => return changed(c),
                         () = tokio::time::sleep(delay) => {}
                     }
                 }
@@ -154,11 +143,28 @@ impl TopicRunner {
         let replicator = Replicator::start(source, self.shared.destination.clone(), std::slice::from_ref(&self.topic), config).await;
         let mut persisted: BTreeMap<i32, PartitionState> = BTreeMap::new();
         let mut tick = tokio::time::interval(self.shared.config.status_interval);
+        let mut partitions = current.partitions;
         let next = loop {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break Next::Cancelled,
-                c = commands.recv() => break c.map_or(Next::Cancelled, Next::Command),
+                c = want.changed() => {
+                    if c.is_err() {
+                        break Next::Cancelled;
+                    }
+                    let now = want.borrow().clone();
+                    if now.goal != current.goal || now.settings != current.settings {
+                        break Next::Changed;
+                    }
+                    if now.partitions > partitions {
+                        // The source grew (recorded by the mirror's sync): create and copy the new
+                        // partitions; a failure shows on the partitions and is retried at the next change.
+                        match replicator.sync_partitions(&self.topic).await {
+                            Ok(n) => partitions = n.max(partitions),
+                            Err(e) => warn!(mirror = %self.mirror, topic = %self.topic, reason = %e.reason(), "could not add the new partitions"),
+                        }
+                    }
+                }
                 _ = tick.tick() => {
                     for status in replicator.status() {
                         if persisted.get(&status.partition) != Some(&status.state) {
@@ -176,8 +182,8 @@ impl TopicRunner {
     }
 
     /// Records an observed state of every partition.
-    async fn observe_all(&self, state: PartitionState, retry_attempt: i16) {
-        for p in 0..self.partitions {
+    async fn observe_all(&self, partitions: i32, state: PartitionState, retry_attempt: i16) {
+        for p in 0..partitions {
             self.observe(p, state.clone(), retry_attempt).await;
         }
     }
@@ -205,9 +211,9 @@ impl TopicRunner {
 
     /// STOPPING: abort what is open, then STOPPED. Retries until done or cancelled (a restart
     /// resumes it: the goal STOP is in the log). True once STOPPED.
-    async fn stop(&self, cancel: &CancellationToken) -> bool {
+    async fn stop(&self, partitions: i32, cancel: &CancellationToken) -> bool {
         let mut backoff = Backoff::new(&self.shared.config.retry_backoff);
-        let mut pending: Vec<i32> = (0..self.partitions).collect();
+        let mut pending: Vec<i32> = (0..partitions).collect();
         while !pending.is_empty() {
             let mut failed = Vec::new();
             for &p in &pending {
@@ -255,12 +261,17 @@ impl TopicRunner {
     }
 }
 
-async fn wait_command(commands: &mut mpsc::Receiver<Command>, cancel: &CancellationToken) -> Next {
+async fn wait_change(want: &mut watch::Receiver<TopicWant>, cancel: &CancellationToken) -> Next {
     tokio::select! {
         biased;
         () = cancel.cancelled() => Next::Cancelled,
-        c = commands.recv() => c.map_or(Next::Cancelled, Next::Command),
+        c = want.changed() => changed(c),
     }
+}
+
+/// A closed want channel means the supervisor is gone: stop as if cancelled.
+fn changed(result: Result<(), watch::error::RecvError>) -> Next {
+    if result.is_ok() { Next::Changed } else { Next::Cancelled }
 }
 
 /// Why a topic could not be set up.

@@ -79,12 +79,32 @@ pub const KNOWN_SETTINGS: &[(&str, SettingKind)] = &[
     ("fetch.wait.max.ms", SettingKind::Int { min: 0, max: 60_000 }),
     ("fetch.max.bytes", SettingKind::Int { min: 1024, max: i32::MAX as i64 }),
     ("mirror.isolation.level", SettingKind::OneOf(&["read_committed", "read_uncommitted"])),
-    // Filters of the sync jobs (spec §7, `sync/`): comma-separated regexes, checked there.
+    // The sync jobs (spec §7, `sync/`): filters are comma-separated regexes; all checked there too.
     ("topics.exclude", SettingKind::Text),
     ("topic.properties.exclude", SettingKind::Text),
     ("groups.include", SettingKind::Text),
     ("groups.exclude", SettingKind::Text),
     ("acls.include", SettingKind::Text),
+    ("sync.group.offsets.enabled", SettingKind::OneOf(&["true", "false"])),
+    ("sync.group.offsets.interval.ms", SettingKind::Int { min: 1, max: i32::MAX as i64 }),
+    ("sync.topic.configs.enabled", SettingKind::OneOf(&["true", "false"])),
+    ("metadata.refresh.interval.ms", SettingKind::Int { min: 1, max: i32::MAX as i64 }),
+    ("sync.acls.enabled", SettingKind::OneOf(&["true", "false"])),
+];
+
+/// Settings that only the sync jobs read: changing them restarts the mirror's sync, never its
+/// copying.
+const SYNC_ONLY: &[&str] = &[
+    "topics.exclude",
+    "topic.properties.exclude",
+    "groups.include",
+    "groups.exclude",
+    "acls.include",
+    "sync.group.offsets.enabled",
+    "sync.group.offsets.interval.ms",
+    "sync.topic.configs.enabled",
+    "metadata.refresh.interval.ms",
+    "sync.acls.enabled",
 ];
 
 /// The kind of `key`, if it is a known setting.
@@ -166,9 +186,17 @@ impl MirrorSettings {
             if let Err(crate::client::ClientError::Config { key, message }) = SecurityConfig::from_properties(&props) {
                 problems.push(SettingError { key, message });
             }
+            if let Err(e) = crate::sync::SyncSettings::from_properties(&props, None) {
+                problems.push(SettingError { key: e.key, message: format!("`{}`: {}", e.value, e.message) });
+            }
         }
         problems.dedup();
         if problems.is_empty() { Ok(Self { props }) } else { Err(problems) }
+    }
+
+    /// The settings without those only the sync jobs read: what copying depends on.
+    pub fn for_copying(&self) -> Self {
+        Self { props: self.props.iter().filter(|(k, _)| !SYNC_ONLY.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect() }
     }
 
     /// The raw value of `key`.

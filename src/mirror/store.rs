@@ -1,16 +1,21 @@
 //! The `__mirror_state` topic on the destination: created at start-up, read back in full to load,
-//! and appended to before every transition takes effect.
+//! followed (tailed) for as long as the instance runs, and appended to before every transition takes
+//! effect.
 //!
 //! ```text
 //!   StateStore::open ── CreateTopics (1 partition, compacted, RF min(3, brokers)) or reuse
 //!                     └─ Fetch from the log start to the high watermark ─► records in log order
+//!   StateStore::tail ── long-polling Fetch from there on ─► every record, in log order, to the
+//!                        caller (the manager applies them to its model: its own writes and every
+//!                        other instance's alike)
 //!   StateStore::write ── one record per Produce (acks=all), writes serialised; retried with
 //!                        backoff until the deadline: a record is an upsert of its key, so a record
-//!                        appended twice by a retry after an ambiguous failure changes nothing
+//!                        appended twice by a retry after an ambiguous failure changes nothing;
+//!                        returns the record's offset, so the writer can wait until the tail applied it
 //! ```
 //!
 //! One partition: every instance reads the whole state anyway (the write policy needs every mirror
-//! topic), and a single log orders all transitions.
+//! topic), and a single log orders all transitions of all instances.
 //!
 //! # Cancel safety
 //! [`StateStore::write`] is not cancel safe: cancelled after the Produce was sent, the record may or
@@ -20,10 +25,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Mutex;
-use tracing::{debug, info, warn};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
 
 use super::records::StateRecord;
-use crate::client::{Backoff, BackoffConfig, Client, ClientError, IsolationLevel, NewTopic, OffsetSpec, ProduceOptions};
+use crate::client::{Backoff, BackoffConfig, Client, ClientError, FetchPartitionSpec, FetchSpec, IsolationLevel, NewTopic, OffsetSpec, ProduceOptions};
 use crate::protocol::ErrorCode;
 use crate::protocol::batch::{BatchBuilder, Record, RecordBatches};
 use crate::protocol::mirror::DecodeError;
@@ -34,6 +40,8 @@ pub const DEFAULT_STATE_TOPIC: &str = "__mirror_state";
 const LOAD_FETCH_BYTES: i32 = 8 * 1024 * 1024;
 /// Time the broker waits for replication of a state write.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long one tailing Fetch waits at the broker for new records (a new record answers it at once).
+const TAIL_WAIT: Duration = Duration::from_millis(500);
 
 /// A state-store failure.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +55,10 @@ pub enum StoreError {
         #[source]
         source: Box<ClientError>,
     },
+    /// A record was written but this instance's tail of the topic did not read it back in time
+    /// (the destination is slow, or its leader moved); the transition may still take effect.
+    #[error("`{topic}`: the record written at offset {offset} was not read back within {waited:?}")]
+    Lagging { topic: String, offset: i64, waited: Duration },
     /// A record in the topic does not decode (written by a newer build, or corrupt).
     #[error("`{topic}` offset {offset}: record does not decode")]
     Corrupt {
@@ -68,17 +80,111 @@ pub struct StateStore {
 }
 
 impl StateStore {
-    /// Creates `topic` if missing and reads every record in it, in log order.
+    /// Creates `topic` if missing and reads every record in it, in log order. Returns the offset
+    /// after the last record read: where [`StateStore::tail`] goes on.
     ///
     /// # Errors
     /// [`StoreError::Destination`] if the destination cannot be reached or refuses the topic,
     /// [`StoreError::Corrupt`] for a record that does not decode.
-    pub async fn open(destination: Arc<Client>, topic: &str, backoff: BackoffConfig) -> Result<(Self, Vec<StateRecord>), StoreError> {
+    pub async fn open(destination: Arc<Client>, topic: &str, backoff: BackoffConfig) -> Result<(Self, Vec<StateRecord>, i64), StoreError> {
         let store = Self { destination, topic: topic.to_owned(), write_lock: Mutex::new(()), backoff };
         store.ensure_topic().await?;
-        let records = store.load().await?;
-        info!(topic, records = records.len(), "mirror state loaded");
-        Ok((store, records))
+        let (records, next) = read_state_topic(&store.destination, &store.topic).await?;
+        info!(topic, records = records.len(), next_offset = next, "mirror state loaded");
+        Ok((store, records, next))
+    }
+
+    /// The state topic's high watermark: every record written before this call is below it.
+    ///
+    /// # Errors
+    /// [`StoreError::Destination`] if ListOffsets fails.
+    pub async fn end_offset(&self) -> Result<i64, StoreError> {
+        self.destination
+            .list_offset(&self.topic, 0, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+            .await
+            .map_err(self.fail("ListOffsets"))
+    }
+
+    /// Follows the topic from `from` until `cancel`, handing every batch of records to `apply` in
+    /// log order with the offset after them. Transport and leader errors are retried (with
+    /// backoff); a record that does not decode is logged and skipped, since stopping would freeze
+    /// this instance's view of every mirror.
+    pub async fn tail(&self, from: i64, mut apply: impl FnMut(Vec<StateRecord>, i64), cancel: CancellationToken) {
+        let mut offset = from;
+        let retry = BackoffConfig { deadline: Duration::MAX, ..self.backoff.clone() };
+        let mut backoff = Backoff::new(&retry);
+        loop {
+            let fetched = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return,
+                f = self.fetch_wait(offset) => f,
+            };
+            let fetched = match fetched {
+                Ok(f) => {
+                    backoff = Backoff::new(&retry);
+                    f
+                }
+                Err(e) => {
+                    let delay = backoff.next_delay().unwrap_or(retry.max);
+                    if backoff.attempts() > 3 {
+                        warn!(topic = %self.topic, offset, error = %crate::report::error_chain(&e), "cannot follow the mirror state; retrying");
+                    } else {
+                        debug!(topic = %self.topic, offset, error = %e, "following the mirror state failed; retrying");
+                    }
+                    if e.needs_metadata_refresh() {
+                        let _ = self.destination.refresh_metadata(&[&self.topic]).await;
+                    }
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    continue;
+                }
+            };
+            let mut records = Vec::new();
+            let mut next = offset;
+            for batch in RecordBatches::new(fetched) {
+                let Ok(batch) = batch else { break };
+                if batch.next_offset() <= next {
+                    continue;
+                }
+                if !batch.is_control() {
+                    match self.decode_batch(&batch, next) {
+                        Ok(r) => records.extend(r),
+                        Err(e) => error!(topic = %self.topic, error = %crate::report::error_chain(&e), "skipping a mirror state batch that does not decode"),
+                    }
+                }
+                next = batch.next_offset();
+            }
+            if next > offset {
+                offset = next;
+                apply(records, offset);
+            }
+        }
+    }
+
+    /// One long-polling Fetch of the state partition from `offset` (raw batches).
+    async fn fetch_wait(&self, offset: i64) -> Result<bytes::Bytes, ClientError> {
+        let leader = self.destination.leader_of(&self.topic, 0).await?;
+        let spec = FetchSpec {
+            partitions: vec![FetchPartitionSpec { topic: self.topic.clone(), partition: 0, fetch_offset: offset, partition_max_bytes: LOAD_FETCH_BYTES }],
+            isolation: IsolationLevel::ReadUncommitted,
+            max_wait: TAIL_WAIT,
+            min_bytes: 1,
+            max_bytes: LOAD_FETCH_BYTES,
+        };
+        let fetched = self.destination.fetch(leader, &spec, None).await?;
+        let target = || crate::client::Target { broker: Some(leader), topic: Some(self.topic.clone()), partition: Some(0) };
+        let api_key = kafka_protocol::messages::ApiKey::Fetch;
+        let p = fetched
+            .into_iter()
+            .find(|p| p.topic == self.topic && p.partition == 0)
+            .ok_or_else(|| ClientError::MissingInResponse { api_key, target: target() })?;
+        if let Some(code) = p.error {
+            return Err(ClientError::Broker { api_key, target: target(), code, message: None });
+        }
+        Ok(p.records)
     }
 
     fn fail(&self, action: &'static str) -> impl Fn(ClientError) -> StoreError + '_ {
@@ -110,68 +216,15 @@ impl StateStore {
         Ok(())
     }
 
-    /// Every record from the log start to the high watermark.
-    async fn load(&self) -> Result<Vec<StateRecord>, StoreError> {
-        let client = &self.destination;
-        let end = client
-            .list_offset(&self.topic, 0, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
-            .await
-            .map_err(self.fail("ListOffsets"))?;
-        let mut offset = client
-            .list_offset(&self.topic, 0, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
-            .await
-            .map_err(self.fail("ListOffsets"))?;
-        let mut records = Vec::new();
-        while offset < end {
-            let fetched = client
-                .fetch_partition(&self.topic, 0, offset, IsolationLevel::ReadUncommitted, LOAD_FETCH_BYTES)
-                .await
-                .map_err(self.fail("Fetch"))?;
-            let before = offset;
-            for batch in RecordBatches::new(fetched.records) {
-                let batch = batch.map_err(|_| StoreError::Corrupt {
-                    topic: self.topic.clone(),
-                    offset,
-                    source: DecodeError::InvalidValue { field: "record batch", value: offset },
-                })?;
-                if batch.next_offset() <= offset {
-                    continue;
-                }
-                if !batch.is_control() {
-                    records.extend(self.decode_batch(&batch, offset)?);
-                }
-                offset = batch.next_offset();
-            }
-            if offset == before {
-                // A batch larger than the fetch size cannot be: state records are small.
-                warn!(topic = %self.topic, offset, "no progress loading the mirror state; retrying");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-        Ok(records)
-    }
-
     fn decode_batch(&self, batch: &crate::protocol::batch::RawBatch, from: i64) -> Result<Vec<StateRecord>, StoreError> {
-        let corrupt = |offset, source| StoreError::Corrupt { topic: self.topic.clone(), offset, source };
-        let mut out = Vec::new();
-        let records = batch.records().map_err(|_| corrupt(batch.base_offset(), DecodeError::InvalidValue { field: "records", value: 0 }))?;
-        for record in records {
-            let record = record.map_err(|_| corrupt(batch.base_offset(), DecodeError::InvalidValue { field: "record", value: 0 }))?;
-            let offset = batch.record_offset(&record);
-            if offset < from {
-                continue;
-            }
-            let Some(key) = record.key.as_deref() else { continue };
-            out.push(StateRecord::decode(key, record.value.as_deref()).map_err(|e| corrupt(offset, e))?);
-        }
-        Ok(out)
+        decode_batch(&self.topic, batch, from)
     }
 
-    /// Appends `record` and returns once the destination has it (acks=all).
+    /// Appends `record` and returns its offset once the destination has it (acks=all).
     ///
     /// # Errors
     /// [`StoreError::Destination`] when the write keeps failing past the backoff deadline.
-    pub async fn write(&self, record: &StateRecord) -> Result<(), StoreError> {
+    pub async fn write(&self, record: &StateRecord) -> Result<i64, StoreError> {
         let _serialised = self.write_lock.lock().await;
         let bytes = BatchBuilder::new()
             .with_base_timestamp(now_ms())
@@ -182,7 +235,7 @@ impl StateStore {
         let mut backoff = Backoff::new(&self.backoff);
         loop {
             match self.destination.produce(&self.topic, 0, bytes.clone(), &options).await {
-                Ok(_) => return Ok(()),
+                Ok(produced) => return Ok(produced.base_offset),
                 Err(e) if e.is_retriable() || e.is_ambiguous() => match backoff.next_delay() {
                     Some(delay) => {
                         debug!(topic = %self.topic, error = %e, ?delay, "state write failed; retrying");
@@ -200,6 +253,57 @@ impl StateStore {
     pub fn topic(&self) -> &str {
         &self.topic
     }
+}
+
+/// Reads every record of the state topic `topic` reachable through `client`, from its log start to
+/// its high watermark, in log order; returns them with the offset after the last one. Used to load
+/// this instance's state, and to look at another cluster's mirrors (loop detection).
+///
+/// # Errors
+/// [`StoreError::Destination`] if the topic cannot be read (an absent topic is
+/// `UNKNOWN_TOPIC_OR_PARTITION`), [`StoreError::Corrupt`] for a record that does not decode.
+pub async fn read_state_topic(client: &Client, topic: &str) -> Result<(Vec<StateRecord>, i64), StoreError> {
+    let fail = |action: &'static str| move |source| StoreError::Destination { topic: topic.to_owned(), action, source: Box::new(source) };
+    let end = client.list_offset(topic, 0, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.map_err(fail("ListOffsets"))?;
+    let mut offset = client.list_offset(topic, 0, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted).await.map_err(fail("ListOffsets"))?;
+    let mut records = Vec::new();
+    while offset < end {
+        let fetched = client.fetch_partition(topic, 0, offset, IsolationLevel::ReadUncommitted, LOAD_FETCH_BYTES).await.map_err(fail("Fetch"))?;
+        let before = offset;
+        for batch in RecordBatches::new(fetched.records) {
+            let batch = batch.map_err(|_| StoreError::Corrupt { topic: topic.to_owned(), offset, source: DecodeError::InvalidValue { field: "record batch", value: offset } })?;
+            if batch.next_offset() <= offset {
+                continue;
+            }
+            if !batch.is_control() {
+                records.extend(decode_batch(topic, &batch, offset)?);
+            }
+            offset = batch.next_offset();
+        }
+        if offset == before {
+            // A batch larger than the fetch size cannot be: state records are small.
+            warn!(topic, offset, "no progress reading the mirror state; retrying");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok((records, offset.max(end)))
+}
+
+/// The state records of `batch` at or after offset `from`.
+fn decode_batch(topic: &str, batch: &crate::protocol::batch::RawBatch, from: i64) -> Result<Vec<StateRecord>, StoreError> {
+    let corrupt = |offset, source| StoreError::Corrupt { topic: topic.to_owned(), offset, source };
+    let mut out = Vec::new();
+    let records = batch.records().map_err(|_| corrupt(batch.base_offset(), DecodeError::InvalidValue { field: "records", value: 0 }))?;
+    for record in records {
+        let record = record.map_err(|_| corrupt(batch.base_offset(), DecodeError::InvalidValue { field: "record", value: 0 }))?;
+        let offset = batch.record_offset(&record);
+        if offset < from {
+            continue;
+        }
+        let Some(key) = record.key.as_deref() else { continue };
+        out.push(StateRecord::decode(key, record.value.as_deref()).map_err(|e| corrupt(offset, e))?);
+    }
+    Ok(out)
 }
 
 /// Decodes the records of a `__mirror_state` log segment file (as found in a broker's data

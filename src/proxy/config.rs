@@ -90,12 +90,37 @@ pub struct MirrorsConfig {
     /// Every proxy instance needs the same one. Without it, mirror settings with secrets are refused.
     #[serde(default)]
     pub secret_key_file: Option<String>,
+    /// The Kafka group the proxy instances sharing `state_topic` join to spread the copying of
+    /// mirror topics and the mirrors' sync jobs (default `kafka-mirror-proxy.<state_topic>`).
+    #[serde(default)]
+    pub group_id: Option<String>,
+    /// How long an instance may go silent before its work moves to the others, ms (default
+    /// 10000; the broker's `group.min.session.timeout.ms` .. `group.max.session.timeout.ms` apply).
+    #[serde(default = "default_session_timeout_ms")]
+    pub session_timeout_ms: u64,
+    /// Heartbeat spacing, ms (default 3000; less than `session_timeout_ms`).
+    #[serde(default = "default_heartbeat_interval_ms")]
+    pub heartbeat_interval_ms: u64,
 }
 
 impl Default for MirrorsConfig {
     fn default() -> Self {
-        Self { enabled: true, state_topic: default_state_topic(), secret_key_file: None }
+        Self {
+            enabled: true,
+            state_topic: default_state_topic(),
+            secret_key_file: None,
+            group_id: None,
+            session_timeout_ms: default_session_timeout_ms(),
+            heartbeat_interval_ms: default_heartbeat_interval_ms(),
+        }
     }
+}
+
+fn default_session_timeout_ms() -> u64 {
+    crate::mirror::ownership::DEFAULT_SESSION_TIMEOUT.as_millis() as u64
+}
+fn default_heartbeat_interval_ms() -> u64 {
+    crate::mirror::ownership::DEFAULT_HEARTBEAT_INTERVAL.as_millis() as u64
 }
 
 fn default_true() -> bool {
@@ -437,6 +462,12 @@ pub struct ProxySettings {
     pub mirror_state_topic: String,
     /// `mirrors.secret_key_file`'s contents, trimmed (never logged).
     pub mirror_secret: Option<String>,
+    /// `mirrors.group_id` (`None`: derived from the state topic).
+    pub mirror_group_id: Option<String>,
+    /// `mirrors.session_timeout_ms`.
+    pub mirror_session_timeout: Duration,
+    /// `mirrors.heartbeat_interval_ms`.
+    pub mirror_heartbeat_interval: Duration,
 }
 
 impl ProxySettings {
@@ -655,6 +686,18 @@ impl ProxyConfig {
         if self.mirrors.state_topic.trim().is_empty() {
             problem("mirrors.state_topic", "must not be empty".to_owned());
         }
+        if self.mirrors.group_id.as_deref().is_some_and(|g| g.trim().is_empty()) {
+            problem("mirrors.group_id", "must not be empty".to_owned());
+        }
+        if self.mirrors.session_timeout_ms == 0 || self.mirrors.session_timeout_ms > i32::MAX as u64 {
+            problem("mirrors.session_timeout_ms", format!("{} is not a usable timeout", self.mirrors.session_timeout_ms));
+        }
+        if self.mirrors.heartbeat_interval_ms == 0 || self.mirrors.heartbeat_interval_ms >= self.mirrors.session_timeout_ms {
+            problem(
+                "mirrors.heartbeat_interval_ms",
+                format!("{} must be above 0 and below mirrors.session_timeout_ms ({})", self.mirrors.heartbeat_interval_ms, self.mirrors.session_timeout_ms),
+            );
+        }
         let (Some(listen), true) = (listen, problems.is_empty()) else {
             return Err(problems);
         };
@@ -679,6 +722,9 @@ impl ProxyConfig {
             mirrors_enabled: self.mirrors.enabled,
             mirror_state_topic: self.mirrors.state_topic.clone(),
             mirror_secret,
+            mirror_group_id: self.mirrors.group_id.clone(),
+            mirror_session_timeout: Duration::from_millis(self.mirrors.session_timeout_ms),
+            mirror_heartbeat_interval: Duration::from_millis(self.mirrors.heartbeat_interval_ms),
         })
     }
 }

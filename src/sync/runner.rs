@@ -226,7 +226,19 @@ pub struct SyncRunner {
 impl SyncRunner {
     /// A runner for the topics `replicator` copies.
     pub fn new(source: Arc<Client>, destination: Arc<Client>, replicator: Arc<dyn MirroredTopics>, settings: SyncSettings) -> Self {
-        Self { source, destination, replicator, settings, status: Arc::default(), acl_sync: AclSync::new() }
+        Self::with_status(source, destination, replicator, settings, Arc::default())
+    }
+
+    /// A runner recording its status in `status` (which the caller may have filled already, e.g.
+    /// with failures to reach the source before the runner could start).
+    pub fn with_status(
+        source: Arc<Client>,
+        destination: Arc<Client>,
+        replicator: Arc<dyn MirroredTopics>,
+        settings: SyncSettings,
+        status: Arc<Mutex<BTreeMap<SyncKind, SyncStatus>>>,
+    ) -> Self {
+        Self { source, destination, replicator, settings, status, acl_sync: AclSync::new() }
     }
 
     /// A handle on the status, readable while the runner runs.

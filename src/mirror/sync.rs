@@ -1,0 +1,166 @@
+//! The sync jobs of one mirror (spec §7), run by the instance owning the mirror: a
+//! [`SyncRunner`] over the mirror's topics as the state log lists them.
+//!
+//! ```text
+//!   run_mirror_sync ── connect the source (retried; failures show in the sync status)
+//!                   └─ SyncRunner::run ── group offsets, configs (of topics MIRROR or PAUSE)
+//!                                      ├─ partition increase ─► Topic record with the new count
+//!                                      │     (+ INITIALIZING partitions) ─► the topic's owner
+//!                                      │     creates and copies them (runner.rs)
+//!                                      └─ new source topic matching the mirror's filter
+//!                                            ─► added like `--add` (never one the log already
+//!                                               knows, so a STOPPED topic is not re-added)
+//! ```
+//!
+//! The sync changes mirrors only through the state log, as an operator would; it never drives a
+//! replicator itself, since the topic may be copied by another instance.
+
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::manager::{Shared, SyncStatuses, partition_records};
+use super::records::{StateRecord, TopicGoal, TopicRecord};
+use super::supervisor::SyncWant;
+use super::{PartitionState, now_ms};
+use crate::client::{Backoff, Client};
+use crate::replicator::{ReplicationError, topic as replicator_topic};
+use crate::sync::{MirroredTopics, SyncKind, SyncRunner, SyncSettings, SyncStatus};
+
+/// Runs the sync of `mirror` until `cancel` (or until its settings change: the supervisor then
+/// cancels and restarts it).
+pub(crate) async fn run_mirror_sync(shared: Arc<Shared>, mirror: String, want: SyncWant, cancel: CancellationToken) {
+    let statuses: SyncStatuses = Arc::default();
+    shared.sync_statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(mirror.clone(), statuses.clone());
+    let pattern = (!want.filter.include.is_empty()).then(|| want.filter.include.iter().map(|p| format!("(?:{p})")).collect::<Vec<_>>().join("|"));
+    let mut properties = want.settings.properties().clone();
+    if !want.filter.exclude.is_empty() {
+        // The `--exclude` patterns of `--add` join the mirror's `topics.exclude` (default `__.*`).
+        let base = properties.get("topics.exclude").cloned().unwrap_or_else(|| crate::sync::DEFAULT_EXCLUDED_TOPICS.join(","));
+        let extra = want.filter.exclude.join(",");
+        properties.insert("topics.exclude".to_owned(), if base.trim().is_empty() { extra } else { format!("{base},{extra}") });
+    }
+    let settings = match SyncSettings::from_properties(&properties, pattern.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            // Validated when the mirror was created or altered; only a filter pattern can get here.
+            record_failure(&statuses, &e.to_string());
+            warn!(mirror, error = %e, "the mirror's sync settings are not usable; its sync does not run");
+            cancel.cancelled().await;
+            return;
+        }
+    };
+    let mut backoff = Backoff::new(&shared.config.retry_backoff);
+    let source = loop {
+        let connected = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return,
+            c = super::manager::connect_source(&mirror, &want.settings, shared.config.source_connect_timeout) => c,
+        };
+        match connected {
+            Ok(source) => break source,
+            Err(e) => {
+                record_failure(&statuses, &e.to_string());
+                let delay = backoff.next_delay().unwrap_or(shared.config.retry_backoff.max);
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    };
+    info!(mirror, "mirror sync running");
+    let view = Arc::new(MirrorTopicsView { shared: shared.clone(), mirror: mirror.clone(), source: source.clone() });
+    let runner = SyncRunner::with_status(source, shared.destination.clone(), view, settings, statuses);
+    runner.run(cancel).await;
+}
+
+/// Records a failure of the sync as a whole (the source cannot be reached) against every kind, so
+/// describe and metrics show it.
+fn record_failure(statuses: &Mutex<std::collections::BTreeMap<SyncKind, SyncStatus>>, reason: &str) {
+    let mut all = statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let now = std::time::SystemTime::now();
+    for kind in [SyncKind::GroupOffsets, SyncKind::TopicConfigs, SyncKind::Partitions] {
+        let s = all.entry(kind).or_default();
+        s.last_failure = Some((now, reason.to_owned()));
+        s.consecutive_failures += 1;
+    }
+}
+
+/// A mirror's topics as the sync sees them: from the state log, changed through it.
+#[derive(Debug)]
+struct MirrorTopicsView {
+    shared: Arc<Shared>,
+    mirror: String,
+    source: Arc<Client>,
+}
+
+impl MirrorTopicsView {
+    async fn grow(&self, topic: &str) -> Result<i32, ReplicationError> {
+        let Some(record) = self.record(topic) else { return Ok(0) };
+        let described = replicator_topic::describe_source(&self.source, topic).await?;
+        if described.topic_id != record.source_topic_id && !record.source_topic_id.is_nil() {
+            // The runner fails the topic on its own (it checks the id at every setup).
+            return Ok(record.partitions);
+        }
+        if described.partitions <= record.partitions {
+            return Ok(record.partitions);
+        }
+        let _op = self.shared.ops.lock().await;
+        // Re-read under the lock: an operator may have stopped the topic meanwhile.
+        let Some(record) = self.record(topic) else { return Ok(0) };
+        if described.partitions <= record.partitions {
+            return Ok(record.partitions);
+        }
+        let mut records: Vec<StateRecord> = partition_records(&self.mirror, topic, described.partitions, &PartitionState::Initializing)
+            .into_iter()
+            .skip(usize::try_from(record.partitions).unwrap_or(0))
+            .collect();
+        records.push(StateRecord::Topic { topic: topic.to_owned(), value: Some(TopicRecord { partitions: described.partitions, updated_ms: now_ms(), ..record.clone() }) });
+        self.shared
+            .commit(&records)
+            .await
+            .map_err(|e| ReplicationError::DestinationTopic { topic: topic.to_owned(), detail: format!("cannot record the new partitions: {e}") })?;
+        info!(mirror = %self.mirror, topic, from = record.partitions, to = described.partitions, "source partitions added; mirroring them");
+        Ok(described.partitions)
+    }
+
+    /// The topic's record while it belongs to this mirror and is being mirrored (MIRROR or PAUSE).
+    fn record(&self, topic: &str) -> Option<TopicRecord> {
+        let model = self.shared.model();
+        model.topics.get(topic).map(|t| t.record.clone()).filter(|r| r.mirror == self.mirror && matches!(r.goal, TopicGoal::Mirror | TopicGoal::Pause))
+    }
+}
+
+impl MirroredTopics for MirrorTopicsView {
+    fn topics(&self) -> Vec<String> {
+        let model = self.shared.model();
+        model.topics_of(&self.mirror).filter(|(_, t)| matches!(t.record.goal, TopicGoal::Mirror | TopicGoal::Pause)).map(|(n, _)| n.clone()).collect()
+    }
+
+    fn sync_partitions<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, Result<i32, ReplicationError>> {
+        Box::pin(self.grow(topic))
+    }
+
+    fn add_topic<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            // Any topic the log knows (another mirror's, or one stopped here) stays as it is.
+            if self.shared.model().topics.contains_key(topic) {
+                return;
+            }
+            match self.shared.add_topics(&self.mirror, &[regex::escape(topic)], &[], false).await {
+                Ok(outcomes) => {
+                    for (t, outcome) in outcomes {
+                        if let Err(e) = outcome {
+                            warn!(mirror = %self.mirror, topic = %t, error = %e, "new source topic not added");
+                        }
+                    }
+                }
+                Err(e) => warn!(mirror = %self.mirror, topic, error = %e, "new source topic not added; retried at the next sync"),
+            }
+        })
+    }
+}
