@@ -12,7 +12,8 @@ proxy's per-request path is judged: run it before and after, compare "instructio
 2. Starts the proxy under `valgrind --tool=callgrind` (metadata refresh every 10 minutes, so the
    background task stays out of the window).
 3. Sends --warmup Produce requests (not counted), zeroes callgrind's counters (`callgrind_control
-   -z`), sends --requests Produce v12 requests of one record each (acks=1, like a producer with
+   -z`), sends --requests Produce requests (v13 by default, topic by id, as Kafka 4.x Java producers
+   send; --produce-version 12 names the topic) of one record each (acks=1, like a producer with
    linger.ms=0 at low rate) over one connection with --in-flight outstanding, checks every response
    (error code 0, offsets in sequence), then dumps the counters (`callgrind_control -d`).
 4. Prints the instructions per request of the window (everything the proxy did, its idle timers
@@ -23,6 +24,7 @@ valgrind. Stops everything it started.
 """
 
 import argparse
+import base64
 import os
 import re
 import signal
@@ -58,7 +60,7 @@ def run(cmd, timeout=900):
     return p.stdout
 
 
-# --- Kafka wire format, just enough for Produce v12 (flexible versions, KIP-482) ---------------------
+# --- Kafka wire format, just enough for Produce v12 and v13 (flexible versions, KIP-482) ---------------------
 
 def _crc32c_table():
     table = []
@@ -103,11 +105,13 @@ def record_batch(value):
     return struct.pack(">qi", 0, len(after_len)) + after_len
 
 
-def produce_v12(correlation_id, topic, batch):
-    name = topic.encode()
-    header = struct.pack(">hhi", 0, 12, correlation_id) + struct.pack(">h", 5) + b"bench" + uvarint(0)
+def produce_request(version, correlation_id, topic, batch):
+    """Produce v12 (topic by name) or v13 (by topic id, KIP-516); `topic` is (name, id bytes)."""
+    name, topic_id = topic
+    header = struct.pack(">hhi", 0, version, correlation_id) + struct.pack(">h", 5) + b"bench" + uvarint(0)
+    topic_ref = topic_id if version >= 13 else uvarint(len(name) + 1) + name.encode()
     body = (uvarint(0) + struct.pack(">hi", 1, 30000)  # transactional_id null, acks=1, timeout
-            + uvarint(2) + uvarint(len(name) + 1) + name  # one topic
+            + uvarint(2) + topic_ref  # one topic
             + uvarint(2) + struct.pack(">i", 0) + uvarint(len(batch) + 1) + batch + uvarint(0)  # partition 0
             + uvarint(0) + uvarint(0))
     frame = header + body
@@ -135,22 +139,25 @@ def read_uvarint(buf, pos):
         shift += 7
 
 
-def produce_response(sock):
-    """(correlation_id, error_code, base_offset) of a one-partition Produce v12 response."""
+def produce_response(sock, version):
+    """(correlation_id, error_code, base_offset) of a one-partition Produce v12/v13 response."""
     (size,) = struct.unpack(">i", read_exact(sock, 4))
     frame = read_exact(sock, size)
     (cid,) = struct.unpack(">i", frame[:4])
     pos = 4
     _, pos = read_uvarint(frame, pos)  # header tagged fields (empty)
     _, pos = read_uvarint(frame, pos)  # responses: 1 + 1
-    name_len, pos = read_uvarint(frame, pos)
-    pos += name_len - 1
+    if version >= 13:
+        pos += 16  # topic id
+    else:
+        name_len, pos = read_uvarint(frame, pos)
+        pos += name_len - 1
     _, pos = read_uvarint(frame, pos)  # partitions: 1 + 1
     _index, error, base_offset = struct.unpack(">ihq", frame[pos:pos + 14])
     return cid, error, base_offset
 
 
-def send_produces(addr, topic, count, in_flight, size, first_cid):
+def send_produces(addr, topic, version, count, in_flight, size, first_cid):
     host, port = addr.rsplit(":", 1)
     value = b"x" * size
     with socket.create_connection((host, int(port)), timeout=120) as sock:
@@ -158,9 +165,9 @@ def send_produces(addr, topic, count, in_flight, size, first_cid):
         sent, received, last_offset = 0, 0, None
         while received < count:
             while sent < count and sent - received < in_flight:
-                sock.sendall(produce_v12(first_cid + sent, topic, record_batch(value)))
+                sock.sendall(produce_request(version, first_cid + sent, topic, record_batch(value)))
                 sent += 1
-            cid, error, offset = produce_response(sock)
+            cid, error, offset = produce_response(sock, version)
             if cid != first_cid + received or error != 0:
                 raise SystemExit(f"response {received}: correlation id {cid} (expected {first_cid + received}), error {error}")
             if last_offset is not None and offset != last_offset + 1:
@@ -189,6 +196,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=300, help="Produce requests before the window")
     ap.add_argument("--in-flight", type=int, default=1, help="requests outstanding on the connection")
     ap.add_argument("--record-size", type=int, default=1024, help="bytes of the one record of each request")
+    ap.add_argument("--produce-version", type=int, default=13, choices=[12, 13],
+                    help="13 names the topic by id, as Kafka 4.x Java producers do; 12 by name, as older clients")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
     ap.add_argument("--binary", help="the proxy binary to measure (default: the release build, target/release/kafka-mirror-proxy)")
     ap.add_argument("--annotate", help="write callgrind_annotate's inclusive profile of the window to this file")
@@ -215,9 +224,14 @@ def main():
                     break
             if not bootstrap:
                 raise SystemExit("the harness did not start a cluster")
-        topic = f"reqcost-{int(time.time())}"
-        run(JAVA + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+        name = f"reqcost-{int(time.time())}"
+        run(JAVA + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", name,
                     "--partitions", "1", "--replication-factor", "1"])
+        described = run(JAVA + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--describe", "--topic", name])
+        m = re.search(r"TopicId:\s*(\S+)", described)
+        if not m:
+            raise SystemExit(f"no topic id in:\n{described}")
+        topic = (name, base64.urlsafe_b64decode(m[1] + "=="))  # Kafka prints Uuids in URL-safe base64
         port, metrics = free_port(), free_port()
         env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
                    KMP_MIRRORS__ENABLED="false", KMP_DESTINATION__METADATA_REFRESH_INTERVAL_MS="600000",
@@ -230,14 +244,14 @@ def main():
         wait_healthy(f"http://127.0.0.1:{metrics}/health", 180)
         via = f"127.0.0.1:{port}"
         log(f"warm-up: {args.warmup} requests")
-        send_produces(via, topic, args.warmup, args.in_flight, args.record_size, 1)
+        send_produces(via, topic, args.produce_version, args.warmup, args.in_flight, args.record_size, 1)
         dump = Path(str(out_file).replace("%p", str(proxy.pid)))
         for old in out_dir.glob(f"{dump.name}*"):
             old.unlink()
         run(["callgrind_control", "-z", str(proxy.pid)])
         log(f"window: {args.requests} requests, {args.in_flight} in flight")
         t0 = time.monotonic()
-        send_produces(via, topic, args.requests, args.in_flight, args.record_size, 1_000_000)
+        send_produces(via, topic, args.produce_version, args.requests, args.in_flight, args.record_size, 1_000_000)
         elapsed = time.monotonic() - t0
         run(["callgrind_control", "-d", "window", str(proxy.pid)])
         dumps = sorted(out_dir.glob(f"{dump.name}.*"))

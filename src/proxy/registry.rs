@@ -130,6 +130,11 @@ impl Registry {
         map.extend(ids);
     }
 
+    /// True if topic `id` is known.
+    pub(crate) fn knows_topic(&self, id: &uuid::Uuid) -> bool {
+        self.topic_ids.read().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(id)
+    }
+
     /// The name of topic `id`, if known.
     pub(crate) fn topic_name(&self, id: &uuid::Uuid) -> Option<String> {
         self.topic_ids.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).cloned()
@@ -161,6 +166,7 @@ mod tests {
         let id = uuid::Uuid::from_u128(9);
         r.add_topic_ids(vec![(id, "t".to_owned())]);
         assert_eq!(r.topic_name(&id).as_deref(), Some("t"));
+        assert!(r.knows_topic(&id));
         r.set_topic_ids([]);
         assert_eq!(r.topic_name(&id), None);
     }

@@ -183,6 +183,18 @@ pub(crate) fn fetch_has_node_endpoints(body: &[u8]) -> Result<bool, super::wire:
     has_tag_0(&mut r)
 }
 
+/// True if `frame` (a whole response) is a Produce (v10+) or Fetch (v16+) response that carries no
+/// KIP-951 leader endpoints, so it can be forwarded as it is; false for every other response, and for
+/// one that does not walk cleanly (the full decode then reports the problem).
+pub(crate) fn carries_no_endpoints(api_key: ApiKey, api_version: i16, frame: &Bytes) -> bool {
+    let walk = match api_key {
+        ApiKey::Produce if api_version >= 10 => produce_has_node_endpoints,
+        ApiKey::Fetch if api_version >= 16 => |body: &[u8], _| fetch_has_node_endpoints(body),
+        _ => return false,
+    };
+    split_response(frame.clone(), api_key, api_version).is_ok_and(|(_, body)| walk(&body, api_version) == Ok(false))
+}
+
 /// True if a Produce response body (v10+, flexible) carries the top-level `node_endpoints` tagged
 /// field (tag 0, KIP-951). Like [`fetch_has_node_endpoints`]: a walk over the partition results
 /// without allocating, so a Produce response without a leader change (nearly all of them) is
@@ -545,6 +557,8 @@ mod tests {
                     response.node_endpoints.push(n);
                 }
                 let frame = Decoded::Fetch(response).encode(ApiKey::Fetch, v, 1).unwrap();
+                assert_eq!(carries_no_endpoints(ApiKey::Fetch, v, &frame), !with_endpoints, "v{v}");
+                assert!(!carries_no_endpoints(ApiKey::Metadata, v, &frame), "only Produce and Fetch are walked");
                 let (_, body) = split_response(frame, ApiKey::Fetch, v).unwrap();
                 assert_eq!(fetch_has_node_endpoints(&body), Ok(with_endpoints), "v{v}");
                 assert!(fetch_has_node_endpoints(&body[..body.len() - 1]).is_err());
@@ -587,6 +601,7 @@ mod tests {
                     response.node_endpoints.push(n);
                 }
                 let frame = Decoded::Produce(response).encode(ApiKey::Produce, v, 1).unwrap();
+                assert_eq!(carries_no_endpoints(ApiKey::Produce, v, &frame), !with_endpoints, "v{v}");
                 let (_, body) = split_response(frame, ApiKey::Produce, v).unwrap();
                 assert_eq!(produce_has_node_endpoints(&body, v), Ok(with_endpoints), "v{v}");
                 assert!(produce_has_node_endpoints(&body[..body.len() - 1], v).is_err());

@@ -46,7 +46,6 @@
 //! see [`super::mirror_apis::MirrorApiHandler::handle`]); it ends at the latest at the end of the
 //! grace period.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -70,9 +69,7 @@ use super::metrics::{add, inc};
 use super::mirror_apis::MirrorApiHandler;
 use super::policy::Refusals;
 use super::requests::{ScannedRequest, TopicRef, rebuild, scan_request};
-use super::rewrite::{
-    Decoded, fetch_has_node_endpoints, needs_decode, produce_has_node_endpoints, split_response, unsupported_api_versions,
-};
+use super::rewrite::{Decoded, carries_no_endpoints, needs_decode, split_response, unsupported_api_versions};
 use super::server::Shared;
 use super::versions::is_supported;
 use super::wire::{Reader, RequestHead, request_body_offset};
@@ -386,9 +383,25 @@ fn forward(frame: Bytes, head: &RequestHead, api_key: Option<ApiKey>, refusals: 
 async fn handle_write(shared: &Arc<Shared>, frame: Bytes, head: &RequestHead, api_key: ApiKey) -> Result<Step, SessionError> {
     let scanned = scan_request(&frame, api_key, head.api_version)
         .map_err(|source| SessionError::Malformed { correlation_id: head.correlation_id, source })?;
-    let names = resolve_topic_ids(shared, &scanned).await;
+    maybe_learn_topic_ids(shared, &scanned).await;
+    decide_write(shared, frame, head, api_key, &scanned)
+}
+
+/// Produce v13+ names topics by id: if the registry does not know one of them, one metadata refresh
+/// (boxed: the rare wait must not enlarge the future every request builds and moves). An id still
+/// unknown after it is left to the broker (it answers UNKNOWN_TOPIC_ID: a topic the destination does
+/// not know cannot be a mirror topic there).
+async fn maybe_learn_topic_ids(shared: &Arc<Shared>, scanned: &ScannedRequest) {
+    let unknown = scanned.entries.iter().any(|e| matches!(&e.topic, TopicRef::Id(id) if !shared.registry.knows_topic(id)));
+    if unknown {
+        Box::pin(shared.refresh_metadata()).await;
+    }
+}
+
+/// The write policy's verdict on a scanned request, as what to answer and what to forward.
+fn decide_write(shared: &Arc<Shared>, frame: Bytes, head: &RequestHead, api_key: ApiKey, scanned: &ScannedRequest) -> Result<Step, SessionError> {
     let acks_zero = scanned.acks == Some(0);
-    let Some(refusals) = shared.policy.check(&scanned, |id| names.get(id).cloned()) else {
+    let Some(refusals) = shared.policy.check(scanned, |id| shared.registry.topic_name(id)) else {
         if acks_zero {
             return Ok(Step { pending: None, forward: Some(frame) });
         }
@@ -410,35 +423,11 @@ async fn handle_write(shared: &Arc<Shared>, frame: Bytes, head: &RequestHead, ap
             .map_err(|source| SessionError::Rewrite { addr: "proxy".to_owned(), source })?;
         return Ok(Step { pending: Some(Pending::Local(answer)), forward: None });
     }
-    let reduced = Bytes::from(rebuild(&frame, &scanned, &refusals.keep));
+    let reduced = Bytes::from(rebuild(&frame, scanned, &refusals.keep));
     if acks_zero {
         return Ok(Step { pending: None, forward: Some(reduced) });
     }
     Ok(forward(reduced, head, Some(api_key), Some(refusals), None))
-}
-
-/// Names of the topic ids a Produce v13+ request uses; ids the registry does not know trigger one
-/// metadata refresh. An id still unknown is left to the broker (it answers UNKNOWN_TOPIC_ID: a topic
-/// the destination does not know cannot be a mirror topic there).
-async fn resolve_topic_ids(shared: &Arc<Shared>, scanned: &ScannedRequest) -> HashMap<uuid::Uuid, String> {
-    let mut names = HashMap::new();
-    let mut refreshed = false;
-    for entry in &scanned.entries {
-        let TopicRef::Id(id) = &entry.topic else { continue };
-        if names.contains_key(id) {
-            continue;
-        }
-        let mut name = shared.registry.topic_name(id);
-        if name.is_none() && !refreshed {
-            refreshed = true;
-            shared.refresh_metadata().await;
-            name = shared.registry.topic_name(id);
-        }
-        if let Some(name) = name {
-            names.insert(*id, name);
-        }
-    }
-    names
 }
 
 fn read_sasl_mechanism(frame: &[u8], api_key: ApiKey, api_version: i16) -> Option<String> {
@@ -515,6 +504,10 @@ where
                     });
                 }
                 match expected.api_key {
+                    // The hot path of every producer and consumer: Produce and Fetch responses without
+                    // leader endpoints go out as the broker's bytes. Checked here, not in the async
+                    // `process_response`, whose future is large (it holds a decoded response).
+                    Some(api_key) if expected.refusals.is_none() && carries_no_endpoints(api_key, expected.api_version, &frame) => frame,
                     Some(api_key) if expected.refusals.is_some() || needs_decode(api_key, expected.api_version) => {
                         process_response(shared, state, api_key, expected, frame)
                             .await
@@ -548,14 +541,6 @@ async fn process_response(
 ) -> Result<Bytes, ProcessError> {
     let version = expected.api_version;
     let (correlation_id, body) = split_response(frame.clone(), api_key, version).map_err(ProcessError::Rewrite)?;
-    if api_key == ApiKey::Fetch && fetch_has_node_endpoints(&body) == Ok(false) {
-        // The hot path of every consumer: no leader endpoints, so the broker's bytes go out as they are.
-        return Ok(frame);
-    }
-    if api_key == ApiKey::Produce && expected.refusals.is_none() && produce_has_node_endpoints(&body, version) == Ok(false) {
-        // The hot path of every producer, likewise.
-        return Ok(frame);
-    }
     let (mut decoded, version) = match Decoded::decode(api_key, version, body) {
         Ok(d) => (d, version),
         Err(e) if api_key == ApiKey::ApiVersions => {
