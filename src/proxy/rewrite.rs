@@ -42,7 +42,9 @@
 //!
 //! Tests through the proxy with real clients: Metadata, FindCoordinator and DescribeCluster by the Java
 //! admin client, console consumers (classic and KIP-848 groups), librdkafka, franz-go and KafkaJS;
-//! Produce/Fetch leader endpoints by the leader-change test and the unit tests below;
+//! Produce/Fetch leader endpoints by a Produce v12 and a Fetch v17 sent to a broker that does not
+//! lead (the real broker's NOT_LEADER_OR_FOLLOWER answer names the leader at the proxy's listener),
+//! by the leader-change test with the Java clients, and by the unit tests below;
 //! ShareFetch/ShareAcknowledge by `kafka-console-share-consumer` at v1 (the proxy's cap, see
 //! [`super::versions`]); DescribeQuorum by `kafka-metadata-quorum describe --status` (answer as
 //! directly, controller endpoints unchanged). All in `tests/kafka_it/proxy.rs`.

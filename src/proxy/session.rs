@@ -51,10 +51,9 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
+use bytes::{Buf as _, Bytes};
 use futures_util::StreamExt;
 use kafka_protocol::messages::ApiKey;
-use bytes::Buf as _;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -63,9 +62,9 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, trace, warn};
 
+use super::cancel::Cancelled;
 use super::error::SessionError;
 use super::listener::Target;
-use super::cancel::Cancelled;
 use super::metrics::{add, inc};
 use super::mirror_apis::MirrorApiHandler;
 use super::policy::Refusals;
@@ -181,8 +180,8 @@ where
 /// Serves one client connection over an established broker connection (both as read and write halves).
 async fn serve_streams<R, W, UR, UW>(
     shared: &Arc<Shared>,
-    (client_read, client_write): (R, W),
-    (upstream_read, upstream_write): (UR, UW),
+    (client_read, client_tx): (R, W),
+    (upstream_read, upstream_tx): (UR, UW),
     upstream_addr: &str,
     shutdown: &CancellationToken,
 ) -> Result<(), SessionError>
@@ -194,7 +193,6 @@ where
 {
     let client_rx = FramedRead::new(client_read, FrameDecoder::new(shared.settings.max_frame_bytes));
     let upstream_rx = FramedRead::new(upstream_read, FrameDecoder::new(shared.settings.max_response_bytes));
-    let (client_tx, upstream_tx) = (client_write, upstream_write);
     let (pending_tx, pending_rx) = mpsc::channel(shared.settings.max_in_flight_per_connection);
     let state = SessionState::default();
 

@@ -1237,3 +1237,62 @@ async fn broker_listeners_follow_brokers_joining_and_leaving() {
     .await;
     assert_eq!(read.len(), 8);
 }
+
+/// KIP-951 leader endpoints through the proxy, against real brokers: a Produce (v12) and a Fetch
+/// (v17) sent through the proxy's listener of a broker that does not host the partition come back
+/// NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint, and that endpoint is the proxy's
+/// listener of the leader, never the broker's own address. Uses the shared 3-broker destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
+    let cluster = kafka_harness::destination3();
+    let p = TestProxy::start_for(&cluster.bootstrap(), |_| {}).await;
+    let topic = unique_name("proxy-kip951");
+    let java = java_client();
+    let (b, t) = (p.bootstrap(), topic.clone());
+    blocking(move || java.create_topic(&b, &t, 1, 1, &[])).await.expect("create");
+    let via = connect(&p.bootstrap()).await;
+    let md = via
+        .send(&kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![
+            kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(Some(name(&topic))),
+        ])), Some(12))
+        .await
+        .expect("metadata");
+    let (leader, topic_id) = (md.topics[0].partitions[0].leader_id.0, md.topics[0].topic_id);
+    let other = cluster.node_ids().into_iter().find(|id| *id != leader).expect("a broker that does not lead");
+    let leader_endpoint = p.proxy.broker_endpoint(leader).expect("the leader's listener");
+    let wrong = connect(&p.proxy.broker_endpoint(other).expect("the other broker's listener")).await;
+    let is_proxy_leader = |id: i32, host: &str, port: i32| {
+        assert_eq!(id, leader);
+        assert_eq!(format!("{host}:{port}"), leader_endpoint, "the leader endpoint must be the proxy's listener");
+    };
+
+    let record = Record { value: Some(Bytes::from_static(b"kip-951")), ..Record::default() };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let batch = BatchBuilder::new().with_base_timestamp(now).with_records(vec![record]).build().expect("batch");
+    let produce = ProduceRequest::default().with_acks(1).with_timeout_ms(10_000).with_topic_data(vec![
+        produce_request::TopicProduceData::default().with_name(name(&topic)).with_partition_data(vec![
+            produce_request::PartitionProduceData::default().with_index(0).with_records(Some(batch)),
+        ]),
+    ]);
+    let response = wrong.send(&produce, Some(12)).await.expect("produce response");
+    let partition = &response.responses[0].partition_responses[0];
+    assert_eq!(partition.error_code, 6, "NOT_LEADER_OR_FOLLOWER: {response:?}");
+    assert_eq!(partition.current_leader.leader_id.0, leader, "{response:?}");
+    assert_eq!(response.node_endpoints.len(), 1, "{response:?}");
+    let n = &response.node_endpoints[0];
+    is_proxy_leader(n.node_id.0, n.host.as_str(), n.port);
+
+    let fetch = kafka_protocol::messages::FetchRequest::default().with_max_wait_ms(0).with_topics(vec![
+        kafka_protocol::messages::fetch_request::FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![
+            kafka_protocol::messages::fetch_request::FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20),
+        ]),
+    ]);
+    let response = wrong.send(&fetch, Some(17)).await.expect("fetch response");
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 6, "NOT_LEADER_OR_FOLLOWER: {response:?}");
+    assert_eq!(partition.current_leader.leader_id.0, leader, "{response:?}");
+    assert_eq!(response.node_endpoints.len(), 1, "{response:?}");
+    let n = &response.node_endpoints[0];
+    is_proxy_leader(n.node_id.0, n.host.as_str(), n.port);
+    assert!(p.proxy.metrics().requests_of(ApiKey::Fetch) >= 1);
+}
