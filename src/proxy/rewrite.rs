@@ -612,6 +612,49 @@ mod tests {
     }
 
     #[test]
+    fn share_fetch_share_acknowledge_and_describe_cluster() {
+        let map = HashMap::from([(4, Endpoint { host: "proxy".to_owned(), port: 7004 })]);
+        let node = || {
+            let mut n = kafka_protocol::messages::share_fetch_response::NodeEndpoint::default();
+            n.node_id = BrokerId(4);
+            n.host = StrBytes::from_static_str("broker-4");
+            n.port = 9092;
+            n
+        };
+        let mut fetch = ShareFetchResponse::default();
+        fetch.node_endpoints.push(node());
+        let mut ack = ShareAcknowledgeResponse::default();
+        let mut n = kafka_protocol::messages::share_acknowledge_response::NodeEndpoint::default();
+        n.node_id = BrokerId(4);
+        n.host = StrBytes::from_static_str("broker-4");
+        ack.node_endpoints.push(n);
+        for (key, decoded) in [(ApiKey::ShareFetch, Decoded::ShareFetch(fetch)), (ApiKey::ShareAcknowledge, Decoded::ShareAcknowledge(ack))] {
+            let frame = decoded.encode(key, 1, 3).unwrap();
+            let (_, body) = split_response(frame, key, 1).unwrap();
+            let mut d = Decoded::decode(key, 1, body).unwrap();
+            assert_eq!(d.broker_endpoints().len(), 1, "{key:?}");
+            d.apply_endpoints(&map);
+            assert_eq!(d.broker_endpoints(), vec![(4, "proxy".to_owned(), 7004)], "{key:?}");
+        }
+        // DescribeCluster: brokers are rewritten, controllers (endpoint_type 2) are not ours to map.
+        for endpoint_type in [1, 2] {
+            let mut r = DescribeClusterResponse::default();
+            r.endpoint_type = endpoint_type;
+            let mut b = kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker::default();
+            b.broker_id = BrokerId(4);
+            b.host = StrBytes::from_static_str("node-4");
+            b.port = 9093;
+            r.brokers.push(b);
+            let mut d = Decoded::DescribeCluster(r);
+            d.apply_endpoints(&map);
+            let Decoded::DescribeCluster(r) = &d else { unreachable!() };
+            let got = (r.brokers[0].host.to_string(), r.brokers[0].port);
+            let expected = if endpoint_type == 1 { ("proxy".to_owned(), 7004) } else { ("node-4".to_owned(), 9093) };
+            assert_eq!(got, expected, "endpoint_type {endpoint_type}");
+        }
+    }
+
+    #[test]
     fn unsupported_api_versions_is_v0() {
         let frame = unsupported_api_versions(5).unwrap();
         let (cid, body) = split_response(frame, ApiKey::ApiVersions, 0).unwrap();
