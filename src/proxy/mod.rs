@@ -8,8 +8,10 @@
 //!                                 │    requests half: read frame ─► policy (Produce, DeleteRecords,
 //!                                 │      CreatePartitions, AlterConfigs, IncrementalAlterConfigs)
 //!                                 │      ─► forward (unchanged bytes, or without refused entries)
+//!                                 │      mirror APIs ─► a task of their own (src/admin) ─┐
 //!                                 │    responses half: broker frame ─► rewrite endpoints / cap
-//!                                 │      ApiVersions / merge refusals ─► client, in request order
+//!                                 │      ApiVersions / merge refusals, or the mirror ◄───┘ answer
+//!                                 │      ─► client, in request order
 //!   metadata refresh task ────────┴─► registry: node id ─► (broker address, listener port), topic ids
 //! ```
 //!
