@@ -480,11 +480,11 @@ where
         let out = match p {
             Pending::Local(frame) => frame,
             Pending::Mirror(MirrorCall { correlation_id, task }) => {
-                let failed = |message: String| SessionError::MirrorApi { correlation_id, message };
+                let failed = |message: String| SessionError::MirrorCall { correlation_id, message };
                 match task.await {
                     Ok(Some(body)) => crate::protocol::mirror::encode_response(correlation_id, &body),
-                    Ok(None) => return Err(failed("no answer (not a mirror API, or cut off by shutdown)".to_owned())),
-                    Err(e) => return Err(failed(format!("the call's task failed: {e}"))),
+                    Ok(None) => return Err(failed("not a mirror API to its handler, or cut off by shutdown".to_owned())),
+                    Err(e) => return Err(failed(format!("its task failed: {e}"))),
                 }
             }
             Pending::Upstream(expected) => {
@@ -604,6 +604,31 @@ mod tests {
                 self.finished.store(true, Ordering::SeqCst);
                 Some(Bytes::from(format!("{api_key} {principal} {body:?}")))
             })
+        }
+    }
+
+    /// A mirror API handler that gives no answer (as when its call is cut off by the end of the grace
+    /// period).
+    #[derive(Debug)]
+    struct SilentMirrorApis;
+
+    impl MirrorApiHandler for SilentMirrorApis {
+        fn handle<'a>(&'a self, _: i16, _: i16, _: Bytes, _: &'a str) -> MirrorApiFuture<'a> {
+            Box::pin(async { None })
+        }
+    }
+
+    /// A mirror call without an answer ends the session as the proxy's fault (not the client's).
+    #[tokio::test]
+    async fn a_mirror_call_without_an_answer_closes_the_session_as_a_proxy_failure() {
+        let shared = Shared::for_tests(ProxySettings::for_bootstrap("127.0.0.1:1"), Some(Arc::new(SilentMirrorApis)));
+        let (mut client, proxy_client) = tokio::io::duplex(1 << 16);
+        let (proxy_upstream, _broker) = tokio::io::duplex(1 << 16);
+        client.write_all(&mirror_request(9)).await.expect("send");
+        let result = serve_streams(&shared, tokio::io::split(proxy_client), tokio::io::split(proxy_upstream), "fake-broker:9092", &CancellationToken::new()).await;
+        match result {
+            Err(e @ SessionError::MirrorCall { correlation_id: 9, .. }) => assert!(!e.is_client_fault() && !e.is_normal_close(), "{e}"),
+            other => panic!("expected a MirrorCall error, got {other:?}"),
         }
     }
 
