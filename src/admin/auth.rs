@@ -22,6 +22,9 @@ pub enum MirrorOperation {
 }
 
 impl MirrorOperation {
+    /// Every operation.
+    pub const ALL: [Self; 6] = [Self::Create, Self::Delete, Self::Alter, Self::Describe, Self::AlterConfigs, Self::DescribeConfigs];
+
     /// Kafka's spelling (`ALTER_CONFIGS`, …).
     pub fn name(self) -> &'static str {
         match self {

@@ -6,7 +6,7 @@
 //!   proxy bootstrap listener ─┐
 //!   AdminServer (server.rs) ──┴─► AdminHandler::handle (handler.rs) ─► auth (auth.rs)
 //!                                                                   └─► mirror::MirrorManager
-//!   kafka-mirrors ─► MirrorAdminClient (client.rs) ─► any of the above
+//!   kafka-mirrors ─► MirrorAdminClient (client/mirror_admin.rs) ─► any of the above
 //! ```
 //!
 //! Must not touch: the replicator directly; it changes mirror state through `mirror`. Message
@@ -19,11 +19,12 @@
 //! [`api_versions`] to the ApiVersions response.
 
 mod auth;
-pub mod client;
 mod handler;
 mod server;
 
 pub use auth::{AclAuthorizer, AllowAll, MirrorAcl, MirrorAuthorizer, MirrorOperation};
-pub use client::{AdminClientError, MirrorAdminClient};
+/// The client of the mirror APIs lives with our other Kafka client code; re-exported here for the
+/// admin tools.
+pub use crate::client::{AdminClientError, MirrorAdminClient};
 pub use handler::{AdminHandler, api_versions};
 pub use server::{ANONYMOUS, AdminServer, MAX_REQUEST_BYTES};

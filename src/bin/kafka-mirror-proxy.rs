@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use kafka_mirror_proxy::admin::{AdminHandler, AllowAll};
-use kafka_mirror_proxy::client::{Client, ClientConfig};
+use kafka_mirror_proxy::admin::{AclAuthorizer, AdminHandler, AllowAll, MirrorAuthorizer};
+use kafka_mirror_proxy::client::{Client, ConnectionError};
 use kafka_mirror_proxy::mirror::{InMemoryMirrorLookup, MembershipConfig, MirrorLookup, MirrorManager, MirrorManagerConfig, SecretKey};
 use kafka_mirror_proxy::report::error_chain as chain;
 use kafka_mirror_proxy::proxy::{ConfigSource, Proxy, ProxySettings};
@@ -36,14 +36,20 @@ fn fail(message: &str) -> ExitCode {
 }
 
 
-/// The mirror control plane: its own client of the destination, the manager (loads
-/// `__mirror_state`, resumes mirrors) and the handler of the mirror APIs. Every principal may use the
-/// mirror APIs until authorization is configured (spec §9).
+/// The mirror control plane: its own client of the destination (with `destination.tls` and the
+/// proxy's `destination.sasl` credentials), the manager (loads `__mirror_state`, resumes mirrors) and
+/// the handler of the mirror APIs, authorizing by `mirrors.acls` (every principal may do everything
+/// without it).
 async fn start_control_plane(settings: &ProxySettings) -> Result<(Arc<MirrorManager>, Arc<AdminHandler>), String> {
-    let mut client_config = ClientConfig::new(&settings.bootstrap_servers.join(","));
-    client_config.connection.client_id = "kafka-mirror-proxy-control".to_owned();
-    client_config.backoff.deadline = settings.startup_timeout;
-    let destination = Client::connect(client_config).await.map_err(|e| format!("destination.bootstrap_servers: {}", chain(&e)))?;
+    let client_config = settings.destination_client_config("kafka-mirror-proxy-control");
+    let destination = Client::connect(client_config).await.map_err(|e| {
+        let key = match e.security_failure() {
+            Some(ConnectionError::Authentication { .. }) => "destination.sasl",
+            Some(_) => "destination.tls",
+            None => "destination.bootstrap_servers",
+        };
+        format!("{key}: {}", chain(&e))
+    })?;
     let mut membership = MembershipConfig::for_state_topic(&settings.mirror_state_topic);
     if let Some(group) = &settings.mirror_group_id {
         membership.group_id = group.clone();
@@ -58,7 +64,11 @@ async fn start_control_plane(settings: &ProxySettings) -> Result<(Arc<MirrorMana
         ..MirrorManagerConfig::default()
     };
     let manager = Arc::new(MirrorManager::start(Arc::new(destination), config).await.map_err(|e| format!("mirrors: {}", chain(&e)))?);
-    let admin = Arc::new(AdminHandler::new(manager.clone(), Arc::new(AllowAll)));
+    let authorizer: Arc<dyn MirrorAuthorizer> = match &settings.mirror_acls {
+        Some(rules) => Arc::new(AclAuthorizer::new(rules.clone())),
+        None => Arc::new(AllowAll),
+    };
+    let admin = Arc::new(AdminHandler::new(manager.clone(), authorizer));
     Ok((manager, admin))
 }
 

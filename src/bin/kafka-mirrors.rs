@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Parser};
 use kafka_mirror_proxy::admin::{AdminClientError, MirrorAdminClient};
+use kafka_mirror_proxy::client::SecurityConfig;
 use kafka_mirror_proxy::mirror::records::StateRecord;
 use kafka_mirror_proxy::mirror::settings::parse_properties;
 use kafka_mirror_proxy::mirror::store::decode_segment;
@@ -31,7 +32,10 @@ struct Args {
     /// REQUIRED (except with --dump-state): the kafka-mirror-proxy to connect to (host:port[,host:port…]).
     #[arg(long, value_name = "String: server to connect to")]
     bootstrap_server: Option<String>,
-    /// Property file containing configs for the connection to the proxy.
+    /// Property file containing configs for the connection to the proxy: security.protocol (PLAINTEXT,
+    /// SSL, SASL_PLAINTEXT, SASL_SSL), ssl.truststore.location (PEM), ssl.keystore.location (PEM),
+    /// ssl.endpoint.identification.algorithm, sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
+    /// sasl.jaas.config.
     #[arg(long, value_name = "String: command config property file")]
     command_config: Option<String>,
     /// Create a new cluster mirror from a source cluster.
@@ -162,14 +166,17 @@ async fn run(args: &Args) -> Result<Vec<String>, CliError> {
         return dump_state(&args.files);
     }
     let bootstrap = require(&args.bootstrap_server, "--bootstrap-server", "this command")?;
-    if let Some(path) = &args.command_config {
-        let props = read_properties(path)?;
-        if let Some(p) = props.get("security.protocol").filter(|p| !p.eq_ignore_ascii_case("PLAINTEXT")) {
-            return fail(format!("{path}: security.protocol={p} is not supported by kafka-mirrors yet (PLAINTEXT only)"));
+    // TLS and SASL to the proxy, with the Java client's property names (security.protocol, ssl.*,
+    // sasl.mechanism, sasl.jaas.config); other keys of the file are ignored, as Kafka's tools do.
+    let security = match &args.command_config {
+        None => SecurityConfig::default(),
+        Some(path) => {
+            let props = read_properties(path)?;
+            SecurityConfig::from_properties(&props).map_err(|e| CliError(format!("{path}: {e}")))?
         }
-    }
+    };
     let timeout = Duration::from_millis(args.timeout_ms);
-    let mut client = MirrorAdminClient::connect(bootstrap, timeout).await?;
+    let mut client = MirrorAdminClient::connect_with(bootstrap, timeout, security).await?;
     let topics = split_patterns(&args.topic);
     let action = |name: &str| format!("--{name}");
     if args.create {
@@ -404,8 +411,49 @@ fn key_json(r: &StateRecord) -> String {
         StateRecord::Partition { topic, partition, .. } => {
             format!("{{\"type\":\"partition\",\"topic\":{},\"partition\":{partition}}}", json_str(topic))
         }
+        StateRecord::Acl { mirror, binding: b, .. } => format!(
+            "{{\"type\":\"acl\",\"mirror\":{},\"resourceType\":{},\"patternType\":{},\"resourceName\":{},\"principal\":{},\"host\":{},\"operation\":{},\"permissionType\":{}}}",
+            json_str(mirror),
+            code_name(b.resource_type, RESOURCE_TYPES),
+            code_name(b.pattern_type, PATTERN_TYPES),
+            json_str(&b.resource_name),
+            json_str(&b.principal),
+            json_str(&b.host),
+            code_name(b.operation, OPERATIONS),
+            code_name(b.permission_type, PERMISSIONS),
+        ),
         StateRecord::Filter { mirror, .. } => format!("{{\"type\":\"filter\",\"mirror\":{}}}", json_str(mirror)),
     }
+}
+
+/// Kafka's names of the ACL codes (`ResourceType`, `PatternType`, `AclOperation`,
+/// `AclPermissionType` in kafka-clients), for dumps.
+const RESOURCE_TYPES: &[(i8, &str)] =
+    &[(0, "UNKNOWN"), (1, "ANY"), (2, "TOPIC"), (3, "GROUP"), (4, "CLUSTER"), (5, "TRANSACTIONAL_ID"), (6, "DELEGATION_TOKEN"), (7, "USER")];
+const PATTERN_TYPES: &[(i8, &str)] = &[(0, "UNKNOWN"), (1, "ANY"), (2, "MATCH"), (3, "LITERAL"), (4, "PREFIXED")];
+const OPERATIONS: &[(i8, &str)] = &[
+    (0, "UNKNOWN"),
+    (1, "ANY"),
+    (2, "ALL"),
+    (3, "READ"),
+    (4, "WRITE"),
+    (5, "CREATE"),
+    (6, "DELETE"),
+    (7, "ALTER"),
+    (8, "DESCRIBE"),
+    (9, "CLUSTER_ACTION"),
+    (10, "DESCRIBE_CONFIGS"),
+    (11, "ALTER_CONFIGS"),
+    (12, "IDEMPOTENT_WRITE"),
+    (13, "CREATE_TOKENS"),
+    (14, "DESCRIBE_TOKENS"),
+    (15, "TWO_PHASE_COMMIT"),
+];
+const PERMISSIONS: &[(i8, &str)] = &[(0, "UNKNOWN"), (1, "ANY"), (2, "DENY"), (3, "ALLOW")];
+
+/// `"NAME"` for a known code, else the number.
+fn code_name(code: i8, names: &[(i8, &str)]) -> String {
+    names.iter().find(|(c, _)| *c == code).map_or_else(|| code.to_string(), |(_, n)| format!("\"{n}\""))
 }
 
 fn payload_json(r: &StateRecord) -> String {
@@ -448,6 +496,7 @@ fn payload_json(r: &StateRecord) -> String {
                 p.updated_ms
             )
         }
+        StateRecord::Acl { value: Some(a), .. } => format!("{{\"version\":0,\"createdMs\":{}}}", a.created_ms),
         StateRecord::Filter { value: Some(f), .. } => {
             let list = |v: &[String]| v.iter().map(|p| json_str(p)).collect::<Vec<_>>().join(",");
             format!("{{\"version\":0,\"include\":[{}],\"exclude\":[{}]}}", list(&f.include), list(&f.exclude))
@@ -464,6 +513,30 @@ mod tests {
     fn tables_are_aligned() {
         let lines = table(&["MIRROR", "TOPICS"], vec![vec!["a-long-mirror".to_owned(), "2".to_owned()], vec!["b".to_owned(), "10".to_owned()]]);
         assert_eq!(lines, ["MIRROR         TOPICS", "a-long-mirror  2", "b              10"]);
+    }
+
+    #[test]
+    fn acl_records_dump_with_kafka_names() {
+        use kafka_mirror_proxy::client::AclBinding;
+        use kafka_mirror_proxy::mirror::records::AclRecord;
+        let binding = AclBinding {
+            resource_type: 2,
+            resource_name: "orders".to_owned(),
+            pattern_type: 4,
+            principal: "User:alice".to_owned(),
+            host: "*".to_owned(),
+            operation: 3,
+            permission_type: 3,
+        };
+        let record = StateRecord::Acl { mirror: "dr".to_owned(), binding: binding.clone(), value: Some(AclRecord { created_ms: 42 }) };
+        assert_eq!(
+            key_json(&record),
+            r#"{"type":"acl","mirror":"dr","resourceType":"TOPIC","patternType":"PREFIXED","resourceName":"orders","principal":"User:alice","host":"*","operation":"READ","permissionType":"ALLOW"}"#
+        );
+        assert_eq!(payload_json(&record), r#"{"version":0,"createdMs":42}"#);
+        let odd = StateRecord::Acl { mirror: "dr".to_owned(), binding: AclBinding { operation: 99, ..binding }, value: None };
+        assert!(key_json(&odd).contains(r#""operation":99"#));
+        assert_eq!(payload_json(&odd), "null");
     }
 
     #[test]

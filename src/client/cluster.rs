@@ -4,8 +4,8 @@
 //!   Client ──metadata()──► any broker (bootstrap list first, then known brokers)
 //!     │
 //!     ├── leader_of(topic, partition) ── cached Metadata, refreshed on NotLeader/unknown errors
-//!     └── connection(broker id) ──► BrokerConnection (one per broker; replaced when poisoned,
-//!                                    reconnect attempts spaced by Backoff)
+//!     └── connection(broker id) ──► BrokerConnection (one per broker; replaced when poisoned or
+//!                                    near its SASL session's end, reconnect attempts spaced by Backoff)
 //! ```
 //!
 //! Reads (metadata, fetch, list offsets, describe calls) are retried here with backoff. Writes that
@@ -181,8 +181,9 @@ impl Client {
     /// Connects to the first bootstrap server that answers and loads the cluster metadata.
     ///
     /// # Errors
-    /// [`ClientError::Config`] for an empty bootstrap list, [`ClientError::Bootstrap`] when none
-    /// answers within the backoff deadline.
+    /// [`ClientError::Config`] for an empty bootstrap list or unusable security settings (naming the
+    /// key), [`ClientError::Bootstrap`] when none answers within the backoff deadline, or at once when
+    /// a broker refuses the credentials or the TLS handshake ([`ClientError::security_failure`]).
     pub async fn connect(config: ClientConfig) -> Result<Self, ClientError> {
         if config.bootstrap_servers.is_empty() {
             return Err(ClientError::Config {
@@ -190,6 +191,7 @@ impl Client {
                 message: "no host:port given".to_owned(),
             });
         }
+        config.connection.security.validate()?;
         let client = Self { config, metadata: Mutex::new(Metadata::default()), connections: Mutex::new(HashMap::new()) };
         client.refresh_metadata(&[]).await?;
         Ok(client)
@@ -263,6 +265,10 @@ impl Client {
                     }
                     return Ok(fresh);
                 }
+                Err(source) if source.is_security_failure() => {
+                    // Bad credentials or certificates do not get better by retrying.
+                    return Err(ClientError::Bootstrap { bootstrap: self.config.bootstrap_servers.join(","), source });
+                }
                 Err(source) => match backoff.next_delay() {
                     Some(delay) => {
                         debug!(error = %source, ?delay, "metadata request failed; retrying");
@@ -276,7 +282,8 @@ impl Client {
         }
     }
 
-    /// One metadata attempt: known brokers first, then the bootstrap list.
+    /// One metadata attempt: known brokers first, then the bootstrap list. A security failure ends
+    /// the attempt at once (the same credentials and trust apply to every broker).
     async fn metadata_once(&self, request: &MetadataRequest) -> Result<MetadataResponse, ConnectionError> {
         let known: Vec<i32> = self.lock_metadata().brokers.keys().copied().collect();
         let mut last = None;
@@ -286,6 +293,7 @@ impl Client {
                     Ok(r) => return Ok(r),
                     Err(e) => last = Some(e),
                 },
+                Err(ClientError::Connection { source, .. }) if source.is_security_failure() => return Err(source),
                 Err(ClientError::Connection { source, .. }) => last = Some(source),
                 Err(_) => {}
             }
@@ -296,6 +304,7 @@ impl Client {
                     Ok(r) => return Ok(r),
                     Err(e) => last = Some(e),
                 },
+                Err(e) if e.is_security_failure() => return Err(e),
                 Err(e) => last = Some(e),
             }
         }
@@ -314,7 +323,9 @@ impl Client {
         };
         let mut slot = slot.lock().await;
         if let Some(conn) = slot.as_ref() {
-            if !conn.is_poisoned() {
+            // A poisoned connection, or one near the end of its SASL session, is replaced; callers
+            // still holding the old one finish their requests on it.
+            if conn.is_usable() {
                 return Ok(conn.clone());
             }
         }

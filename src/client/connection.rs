@@ -13,6 +13,21 @@
 //! client) replaces the connection. A caller that gives up (timeout or cancellation) removes its entry;
 //! a late response for it is dropped.
 //!
+//! Opening a connection:
+//!
+//! ```text
+//!   TCP connect ─► TLS handshake (SSL, SASL_SSL; tls.rs) ─► ApiVersions
+//!     ─► SaslHandshake v1 + SaslAuthenticate rounds (SASL_*; sasl.rs holds the mechanisms)
+//!     ─► ready (session_lifetime_ms noted)
+//! ```
+//!
+//! SASL session lifetime (KIP-368): when the broker announces `session_lifetime_ms` (its
+//! `connections.max.reauth.ms`), the connection is *replaced*, not re-authenticated: after
+//! [`REAUTH_FRACTION`] of the lifetime, [`BrokerConnection::is_usable`] turns false, the cluster client
+//! opens (and authenticates) a new connection for every later request, and requests already in flight
+//! finish on the old one, which is dropped with its last user. The broker would close the old
+//! connection at the first request after expiry; none is sent there any more.
+//!
 //! Does not own: choosing the broker, retrying, or reconnecting (see [`super::Client`]).
 
 use std::collections::HashMap;
@@ -23,18 +38,22 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 use tracing::{Instrument, debug, debug_span, trace};
 
-use super::error::ConnectionError;
-use super::security::{SecurityConfig, SecurityProtocol};
+use super::error::{ClientError, ConnectionError};
+use super::sasl::SaslSession;
+use super::security::{SaslSettings, SecurityConfig};
+use super::tls::{MaybeTlsStream, TlsConnector};
 use super::versions::{BrokerVersions, VersionPins};
 use crate::protocol::{ErrorCode, FrameDecoder, MAX_FRAME_BYTES_DEFAULT};
 
@@ -46,6 +65,9 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
 /// The ApiVersions version sent first (flexible, supported by every broker since Kafka 2.4).
 const API_VERSIONS_VERSION: i16 = 3;
+/// Part of a SASL session's lifetime after which the connection is replaced (KIP-368). The Java
+/// client re-authenticates at a random 85–95 %; the rest leaves room for requests in flight.
+pub const REAUTH_FRACTION: f64 = 0.85;
 
 /// Settings of one broker connection.
 #[derive(Debug, Clone)]
@@ -155,30 +177,95 @@ pub struct BrokerConnection {
     in_flight: Semaphore,
     versions: BrokerVersions,
     config: ConnectionConfig,
+    /// When the broker ends the SASL session (KIP-368), if it announced a lifetime.
+    session_expires_at: Option<Instant>,
+    /// When this connection stops taking new requests: [`REAUTH_FRACTION`] of the session lifetime.
+    retire_at: Option<Instant>,
     _tasks: Tasks,
 }
 
 impl BrokerConnection {
-    /// Connects to `addr` (`host:port`) and negotiates API versions.
+    /// Connects to `addr` (`host:port`), runs the TLS handshake and SASL authentication that
+    /// `config.security` asks for, and negotiates API versions.
     ///
     /// # Errors
-    /// Connect failures and timeouts, an unsupported security protocol, or a failed handshake.
+    /// Connect failures and timeouts; [`ConnectionError::SecurityConfig`] for unusable settings;
+    /// [`ConnectionError::Tls`] for a failed handshake; [`ConnectionError::Authentication`] with the
+    /// broker's message for refused credentials; a failed ApiVersions handshake.
     pub async fn connect(addr: &str, config: ConnectionConfig) -> Result<Self, ConnectionError> {
-        if config.security.protocol != SecurityProtocol::Plaintext {
-            return Err(ConnectionError::UnsupportedSecurity {
-                addr: addr.to_owned(),
-                protocol: config.security.protocol.as_str().to_owned(),
-            });
-        }
-        let stream = tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr))
+        let security = &config.security;
+        let sasl = match (security.protocol.uses_sasl(), &security.sasl) {
+            (false, _) => None,
+            (true, Some(sasl)) => Some(sasl.clone()),
+            (true, None) => {
+                return Err(ConnectionError::SecurityConfig {
+                    key: "sasl.jaas.config".to_owned(),
+                    message: format!("required with security.protocol={}", security.protocol.as_str()),
+                });
+            }
+        };
+        let tls = if security.protocol.uses_tls() { Some(TlsConnector::new(&security.tls).map_err(security_config_error)?) } else { None };
+        let tcp = tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| ConnectionError::ConnectTimeout { addr: addr.to_owned(), timeout: config.connect_timeout })?
             .map_err(|source| ConnectionError::Connect { addr: addr.to_owned(), source })?;
-        let _ = stream.set_nodelay(true);
-        Self::handshake(addr, stream, config).await
+        let _ = tcp.set_nodelay(true);
+        let stream = match tls {
+            None => MaybeTlsStream::Plain(tcp),
+            Some(tls) => MaybeTlsStream::Tls(Box::new(tls.connect(addr, tcp, config.connect_timeout).await?)),
+        };
+        let mut conn = Self::handshake(addr, stream, config).await?;
+        if let Some(sasl) = sasl {
+            conn.authenticate(&sasl).await?;
+        }
+        Ok(conn)
     }
 
-    /// Runs the connection over an already established stream (used by tests and, later, TLS).
+    /// SaslHandshake v1, then SaslAuthenticate until the mechanism completes (KIP-152). Notes the
+    /// session lifetime (KIP-368).
+    async fn authenticate(&mut self, sasl: &SaslSettings) -> Result<(), ConnectionError> {
+        let mechanism = sasl.mechanism.name();
+        let addr = self.addr().to_owned();
+        let fail = |code: Option<ErrorCode>, message: String| ConnectionError::Authentication { addr: addr.clone(), mechanism, code, message };
+        let handshake_version = self.version_for(ApiKey::SaslHandshake, None)?;
+        if handshake_version < 1 {
+            // v0 sends the SASL tokens as raw frames (Kafka before 1.0); not spoken here.
+            return Err(fail(None, "the broker supports only SaslHandshake v0 (Kafka before 1.0)".to_owned()));
+        }
+        let handshake = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+        let response: SaslHandshakeResponse = self.send_version(&handshake, handshake_version).await?;
+        if let Some(code) = ErrorCode::try_from_code(response.error_code) {
+            let enabled: Vec<String> = response.mechanisms.iter().map(ToString::to_string).collect();
+            return Err(fail(Some(code), format!("the broker enables [{}] on this listener", enabled.join(", "))));
+        }
+        let version = self.version_for(ApiKey::SaslAuthenticate, None)?;
+        let (mut session, mut message) = SaslSession::start(sasl);
+        let (lifetime_ms, sent_at) = loop {
+            let sent_at = Instant::now();
+            let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message));
+            let response: SaslAuthenticateResponse = self.send_version(&request, version).await?;
+            if let Some(code) = ErrorCode::try_from_code(response.error_code) {
+                let message = response.error_message.map_or_else(|| code.to_string(), |m| m.to_string());
+                return Err(fail(Some(code), message));
+            }
+            match session.step(&response.auth_bytes).map_err(|e| fail(None, e.to_string()))? {
+                Some(next) => message = next,
+                None => break (response.session_lifetime_ms, sent_at),
+            }
+        };
+        debug_assert!(session.is_complete(), "invariant: the loop ends only when the mechanism completes");
+        if lifetime_ms > 0 {
+            let lifetime = Duration::from_millis(lifetime_ms.unsigned_abs());
+            // The lifetime counts from the broker's check, which comes after `sent_at`.
+            self.session_expires_at = Some(sent_at + lifetime);
+            self.retire_at = Some(sent_at + lifetime.mul_f64(REAUTH_FRACTION));
+        }
+        debug!(broker.addr = %self.addr(), sasl.mechanism = mechanism, sasl.user = %sasl.username, session_lifetime_ms = lifetime_ms, "authenticated");
+        Ok(())
+    }
+
+    /// Runs the connection over an already established stream (TLS or not; tests use in-memory
+    /// streams), starting with ApiVersions. No SASL.
     ///
     /// # Errors
     /// A failed ApiVersions handshake.
@@ -224,6 +311,8 @@ impl BrokerConnection {
             in_flight: Semaphore::new(capacity),
             versions: BrokerVersions::default(),
             config,
+            session_expires_at: None,
+            retire_at: None,
             _tasks: Tasks(vec![reader, writer]),
         }
     }
@@ -241,6 +330,18 @@ impl BrokerConnection {
     /// True once the connection has failed; it must then be replaced.
     pub fn is_poisoned(&self) -> bool {
         self.shared.lock().poisoned.is_some()
+    }
+
+    /// When the broker ends this connection's SASL session (KIP-368 `session_lifetime_ms`), if it set
+    /// a lifetime.
+    pub fn session_expires_at(&self) -> Option<Instant> {
+        self.session_expires_at
+    }
+
+    /// True while new requests may go here: not poisoned, and not past [`REAUTH_FRACTION`] of its SASL
+    /// session lifetime. Otherwise the owner opens a new connection.
+    pub fn is_usable(&self) -> bool {
+        !self.is_poisoned() && self.retire_at.is_none_or(|t| Instant::now() < t)
     }
 
     /// The version that [`BrokerConnection::send`] would use for `api_key` with `wanted`
@@ -284,9 +385,36 @@ impl BrokerConnection {
         R::Response: Send,
     {
         let api_key = api_key_of::<R>();
+        let client_id = &self.config.client_id;
+        let reply = self
+            .exchange(api_key as i16, version, |correlation_id| encode_request(request, api_key, version, correlation_id, client_id))
+            .await?;
+        decode_response::<R>(self.addr(), api_key, version, reply)
+    }
+
+    /// Sends one request of an API this client has no message types for (the mirror APIs): `encode`
+    /// gets the correlation id and returns the whole frame, length prefix included. Returns the
+    /// response frame from its correlation id on (header and body undecoded).
+    ///
+    /// # Errors
+    /// As [`BrokerConnection::send`], except decoding, which is the caller's.
+    ///
+    /// # Cancel safety
+    /// As [`BrokerConnection::send`].
+    pub async fn send_raw(&self, api_key: i16, api_version: i16, encode: impl FnOnce(i32) -> Bytes) -> Result<Bytes, ConnectionError> {
+        self.exchange(api_key, api_version, |correlation_id| Ok(encode(correlation_id))).await
+    }
+
+    /// One request/response: a correlation id, the frame from `encode`, the wait for its response.
+    async fn exchange(
+        &self,
+        api_key: i16,
+        api_version: i16,
+        encode: impl FnOnce(i32) -> Result<Bytes, ConnectionError>,
+    ) -> Result<Bytes, ConnectionError> {
         let _permit = self.in_flight.acquire().await.map_err(|_| ConnectionError::Closed { addr: self.addr().to_owned() })?;
         let correlation_id = self.shared.next_correlation_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
-        let frame = encode_request(request, api_key, version, correlation_id, &self.config.client_id)?;
+        let frame = encode(correlation_id)?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.shared.lock();
@@ -296,25 +424,19 @@ impl BrokerConnection {
             pending.waiters.insert(correlation_id, tx);
         }
         let _guard = WaiterGuard { shared: &self.shared, correlation_id };
-        trace!(?api_key, api_version = version, correlation_id, "send");
+        trace!(api_key, api_version, correlation_id, "send");
         if self.frames.send(frame).await.is_err() {
             return Err(self.poisoned_or_closed());
         }
         let timeout = self.config.request_timeout;
-        let reply = match tokio::time::timeout(timeout, rx).await {
-            Err(_) => {
-                return Err(ConnectionError::Timeout {
-                    addr: self.addr().to_owned(),
-                    api_key,
-                    api_version: version,
-                    correlation_id,
-                    timeout,
-                });
-            }
-            Ok(Err(_)) => return Err(self.poisoned_or_closed()),
-            Ok(Ok(reply)) => reply.map_err(|cause| self.shared.poisoned_error(&cause))?,
-        };
-        decode_response::<R>(self.addr(), api_key, version, reply)
+        match tokio::time::timeout(timeout, rx).await {
+            Err(_) => Err(match ApiKey::try_from(api_key) {
+                Ok(api_key) => ConnectionError::Timeout { addr: self.addr().to_owned(), api_key, api_version, correlation_id, timeout },
+                Err(_) => ConnectionError::RawTimeout { addr: self.addr().to_owned(), api_key, api_version, correlation_id, timeout },
+            }),
+            Ok(Err(_)) => Err(self.poisoned_or_closed()),
+            Ok(Ok(reply)) => reply.map_err(|cause| self.shared.poisoned_error(&cause)),
+        }
     }
 
     fn poisoned_or_closed(&self) -> ConnectionError {
@@ -322,6 +444,14 @@ impl BrokerConnection {
             Some(cause) => self.shared.poisoned_error(cause),
             None => ConnectionError::Closed { addr: self.addr().to_owned() },
         }
+    }
+}
+
+/// A TLS settings error from the cluster layer's type, as this layer's.
+fn security_config_error(error: ClientError) -> ConnectionError {
+    match error {
+        ClientError::Config { key, message } => ConnectionError::SecurityConfig { key, message },
+        other => ConnectionError::SecurityConfig { key: "security.protocol".to_owned(), message: other.to_string() },
     }
 }
 

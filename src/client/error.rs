@@ -37,6 +37,16 @@ pub enum ConnectionError {
         correlation_id: i32,
         timeout: Duration,
     },
+    /// No response arrived within the request timeout for a request of an API without a known
+    /// [`ApiKey`] (the mirror APIs, sent with `send_raw`).
+    #[error("api key {api_key} v{api_version} (correlation id {correlation_id}) to {addr} timed out after {timeout:?}")]
+    RawTimeout {
+        addr: String,
+        api_key: i16,
+        api_version: i16,
+        correlation_id: i32,
+        timeout: Duration,
+    },
     /// A request could not be encoded (a bug, or a field that does not exist in the chosen version).
     #[error("cannot encode {api_key:?} v{api_version}: {message}")]
     Encode { api_key: ApiKey, api_version: i16, message: String },
@@ -61,9 +71,27 @@ pub enum ConnectionError {
     /// The connection failed earlier; every request on it fails with the first cause.
     #[error("connection to {addr} is broken")]
     Poisoned { addr: String, source: Arc<ConnectionError> },
-    /// The security settings ask for something this build cannot do yet.
-    #[error("security protocol {protocol} is not supported yet (connecting to {addr})")]
-    UnsupportedSecurity { addr: String, protocol: String },
+    /// The security settings cannot be used (a PEM file unreadable or without a certificate, SASL
+    /// without credentials). Not retriable: the configuration must change.
+    #[error("invalid client setting `{key}`: {message}")]
+    SecurityConfig { key: String, message: String },
+    /// The TLS handshake failed: an untrusted certificate, a host name the certificate does not
+    /// name, a peer that does not speak TLS. Retriable only when the socket failed underneath.
+    #[error("TLS handshake with {addr} failed")]
+    Tls { addr: String, source: std::io::Error },
+    /// SASL authentication failed: the broker's error code and message (for bad credentials, e.g.
+    /// "Authentication failed during authentication due to invalid credentials with SASL mechanism
+    /// SCRAM-SHA-256"), or a server that broke the mechanism. Never retried.
+    #[error("SASL {mechanism} authentication to {addr} failed{}: {message}", code.map(|c| format!(" with {c}")).unwrap_or_default())]
+    Authentication {
+        addr: String,
+        mechanism: &'static str,
+        /// The broker's error code (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
+        /// ILLEGAL_SASL_STATE), `None` if our side refused the server's messages.
+        code: Option<ErrorCode>,
+        /// The broker's `error_message`, or what was wrong with its messages.
+        message: String,
+    },
 }
 
 impl ConnectionError {
@@ -71,7 +99,7 @@ impl ConnectionError {
     /// (possibly) written to the socket and no response was read.
     pub fn is_ambiguous(&self) -> bool {
         match self {
-            Self::Timeout { .. } | Self::Closed { .. } | Self::Frame { .. } | Self::Decode { .. } => true,
+            Self::Timeout { .. } | Self::RawTimeout { .. } | Self::Closed { .. } | Self::Frame { .. } | Self::Decode { .. } => true,
             Self::Poisoned { source, .. } => source.is_ambiguous(),
             _ => false,
         }
@@ -80,12 +108,28 @@ impl ConnectionError {
     /// True if reconnecting and sending again can succeed (the cause is transport, not our request).
     pub fn is_transport(&self) -> bool {
         match self {
+            Self::Frame { source: FrameError::Io(e), .. } if super::tls::is_certificate_refusal(e) => false,
             Self::Connect { .. }
             | Self::ConnectTimeout { .. }
             | Self::Frame { .. }
             | Self::Closed { .. }
-            | Self::Timeout { .. } => true,
+            | Self::Timeout { .. }
+            | Self::RawTimeout { .. } => true,
+            Self::Tls { source, .. } => !super::tls::is_tls_failure(source),
             Self::Poisoned { source, .. } => source.is_transport(),
+            _ => false,
+        }
+    }
+
+    /// True if the connection was refused for security reasons that retrying cannot fix: bad
+    /// credentials, an untrusted or misnamed certificate, unusable security settings. Callers stop
+    /// retrying and report it.
+    pub fn is_security_failure(&self) -> bool {
+        match self {
+            Self::Authentication { .. } | Self::SecurityConfig { .. } => true,
+            Self::Tls { source, .. } => super::tls::is_tls_failure(source),
+            Self::Frame { source: FrameError::Io(e), .. } => super::tls::is_certificate_refusal(e),
+            Self::Poisoned { source, .. } => source.is_security_failure(),
             _ => false,
         }
     }
@@ -162,6 +206,15 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// The security failure behind this error (see [`ConnectionError::is_security_failure`]), if any.
+    pub fn security_failure(&self) -> Option<&ConnectionError> {
+        match self {
+            Self::Connection { source, .. } | Self::Bootstrap { source, .. } if source.is_security_failure() => Some(source),
+            Self::RetriesExhausted { source, .. } => source.security_failure(),
+            _ => None,
+        }
+    }
+
     /// The broker error code, if this is a broker error.
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
@@ -187,7 +240,8 @@ impl ClientError {
         match self {
             Self::Connection { source, .. } => source.is_transport(),
             Self::Broker { code, .. } => code.is_retriable(),
-            Self::Bootstrap { .. } | Self::NoLeader { .. } | Self::UnknownBroker { .. } => true,
+            Self::Bootstrap { source, .. } => !source.is_security_failure(),
+            Self::NoLeader { .. } | Self::UnknownBroker { .. } => true,
             _ => false,
         }
     }

@@ -9,6 +9,7 @@
 //!   Client (cluster.rs, calls.rs)
 //!     ├── Metadata cache ── leader routing, refreshed on NotLeader / unknown topic
 //!     └── BrokerConnection per broker (connection.rs)
+//!           ├── opened: TCP ─► TLS (tls.rs) ─► ApiVersions ─► SASL (sasl.rs), per security.rs
 //!           ├── writer task: whole frames from a bounded queue
 //!           └── reader task: responses matched by correlation id
 //! ```
@@ -21,7 +22,11 @@ mod connection;
 mod error;
 mod groups;
 mod membership;
+mod mirror_admin;
+mod sasl;
 mod security;
+mod share_groups;
+mod tls;
 mod versions;
 
 pub use acls::{
@@ -35,9 +40,13 @@ pub use calls::{
     TxnMarker,
 };
 pub use cluster::{BrokerInfo, Client, ClientConfig, Metadata, PartitionInfo, TopicInfo};
-pub use connection::{BrokerConnection, ConnectionConfig};
+pub use connection::{BrokerConnection, ConnectionConfig, REAUTH_FRACTION};
 pub use error::{ClientError, ConnectionError, Target};
 pub use groups::ListedGroup;
 pub use membership::{JoinGroupSpec, JoinedGroup};
+pub use mirror_admin::{AdminClientError, MirrorAdminClient};
+pub use sasl::SaslError;
 pub use security::{SaslMechanism, SaslSettings, SecurityConfig, SecurityProtocol, TlsSettings};
+pub use share_groups::ShareGroupDescription;
+pub use tls::{MaybeTlsStream, TlsConnector};
 pub use versions::{BrokerVersions, VersionPins};

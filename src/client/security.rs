@@ -1,9 +1,20 @@
-//! Connection security settings, named as the Java client names them.
+//! Connection security settings, named as the Java client names them, so that a properties file written
+//! for Kafka's own tools works unchanged.
 //!
-//! The settings are parsed and validated here so that configurations written for Kafka's own tools
-//! work unchanged. Only `PLAINTEXT` is carried out by this build; the connection refuses the others with
-//! [`ConnectionError::UnsupportedSecurity`](super::ConnectionError::UnsupportedSecurity) until TLS
-//! (rustls, PEM files) and SASL (PLAIN, SCRAM-SHA-256/512) land with the proxy's security work.
+//! All four `security.protocol`s are carried out: `PLAINTEXT`; `SSL` and `SASL_SSL` through rustls
+//! (ring) with PEM trust and key material ([`super::tls`]); `SASL_PLAINTEXT` and `SASL_SSL` with the
+//! mechanisms PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 ([`super::sasl`]). GSSAPI (Kerberos) and
+//! OAUTHBEARER are refused here with an error naming `sasl.mechanism`; JKS and PKCS12 stores with an
+//! error naming the `*.type` key; encrypted private keys with one naming `ssl.key.password`.
+//!
+//! ```text
+//!   properties ─► SecurityConfig::from_properties ─► ConnectionConfig.security
+//!                                                       │ BrokerConnection::connect
+//!                                                       ▼
+//!                              TCP ─► TLS (SSL, SASL_SSL) ─► ApiVersions ─► SASL (SASL_*) ─► requests
+//! ```
+//!
+//! Secrets (the SASL password, an inline private key) never appear in `Debug` output.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -25,6 +36,16 @@ pub enum SecurityProtocol {
 }
 
 impl SecurityProtocol {
+    /// True for `SSL` and `SASL_SSL`.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+
+    /// True for `SASL_PLAINTEXT` and `SASL_SSL`.
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+
     /// The Java client's spelling.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -39,29 +60,78 @@ impl SecurityProtocol {
 /// `sasl.mechanism`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SaslMechanism {
-    /// PLAIN.
+    /// PLAIN (RFC 4616): user name and password in clear, so only over TLS outside tests.
     Plain,
-    /// SCRAM-SHA-256.
+    /// SCRAM-SHA-256 (RFC 5802, RFC 7677).
     ScramSha256,
     /// SCRAM-SHA-512.
     ScramSha512,
 }
 
-/// TLS material, as PEM files (`ssl.truststore.type=PEM`, `ssl.keystore.type=PEM`).
+impl SaslMechanism {
+    /// The name the broker knows it by (`SaslHandshake`'s `mechanism`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "PLAIN",
+            Self::ScramSha256 => "SCRAM-SHA-256",
+            Self::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+
+    /// Parses the broker's name (exact spelling, as Kafka requires).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.trim() {
+            "PLAIN" => Some(Self::Plain),
+            "SCRAM-SHA-256" => Some(Self::ScramSha256),
+            "SCRAM-SHA-512" => Some(Self::ScramSha512),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for SaslMechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// TLS material, as PEM (`ssl.truststore.type=PEM`, `ssl.keystore.type=PEM`): files, or the PEM text
+/// itself in the properties (Java's `ssl.truststore.certificates`, `ssl.keystore.certificate.chain`,
+/// `ssl.keystore.key`).
+///
+/// There is no fallback to a system trust store: a TLS connection needs [`TlsSettings::truststore`] or
+/// [`TlsSettings::truststore_certificates`] (see [`super::tls`] for why).
 #[derive(Clone, PartialEq, Eq)]
 pub struct TlsSettings {
-    /// `ssl.truststore.location`: CA certificates to trust; the system roots if absent.
+    /// `ssl.truststore.location`: a PEM file of the CA certificates to trust.
     pub truststore: Option<PathBuf>,
-    /// `ssl.keystore.location`: our certificate chain and private key, for mutual TLS.
+    /// `ssl.truststore.certificates`: the same as PEM text.
+    pub truststore_certificates: Option<String>,
+    /// `ssl.keystore.location`: a PEM file holding our private key and certificate chain (leaf first),
+    /// for mutual TLS. Kafka's PEM keystore is one file with both; that is what is read here.
     pub keystore: Option<PathBuf>,
-    /// `ssl.endpoint.identification.algorithm`: empty disables host name checks.
+    /// `ssl.keystore.certificate.chain`: our certificate chain as PEM text (with `keystore_key`).
+    pub keystore_certificate_chain: Option<String>,
+    /// `ssl.keystore.key`: our private key as PEM text (a secret: never in `Debug`).
+    pub keystore_key: Option<String>,
+    /// `ssl.endpoint.identification.algorithm`: empty disables the host name check (the certificate
+    /// chain is still verified).
     pub verify_hostname: bool,
 }
 
 impl Default for TlsSettings {
-    /// System roots, no client certificate, host names checked (the Java client's `https` default).
+    /// No trust anchors yet (TLS then fails with a configuration error naming
+    /// `ssl.truststore.location`), no client certificate, host names checked (the Java client's
+    /// `https` default).
     fn default() -> Self {
-        Self { truststore: None, keystore: None, verify_hostname: true }
+        Self {
+            truststore: None,
+            truststore_certificates: None,
+            keystore: None,
+            keystore_certificate_chain: None,
+            keystore_key: None,
+            verify_hostname: true,
+        }
     }
 }
 
@@ -69,7 +139,10 @@ impl std::fmt::Debug for TlsSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsSettings")
             .field("truststore", &self.truststore)
+            .field("truststore_certificates", &self.truststore_certificates.as_ref().map(|_| "<PEM>"))
             .field("keystore", &self.keystore)
+            .field("keystore_certificate_chain", &self.keystore_certificate_chain.as_ref().map(|_| "<PEM>"))
+            .field("keystore_key", &self.keystore_key.as_ref().map(|_| "[redacted]"))
             .field("verify_hostname", &self.verify_hostname)
             .finish()
     }
@@ -108,6 +181,24 @@ pub struct SecurityConfig {
 }
 
 impl SecurityConfig {
+    /// Checks that the settings can be carried out: SASL credentials present with `SASL_*`, and the
+    /// TLS material readable and well formed with `SSL` / `SASL_SSL` (files are read here).
+    ///
+    /// # Errors
+    /// [`ClientError::Config`] naming the offending key.
+    pub fn validate(&self) -> Result<(), ClientError> {
+        if self.protocol.uses_sasl() && self.sasl.is_none() {
+            return Err(ClientError::Config {
+                key: "sasl.jaas.config".to_owned(),
+                message: format!("required with security.protocol={}", self.protocol.as_str()),
+            });
+        }
+        if self.protocol.uses_tls() {
+            super::tls::TlsConnector::new(&self.tls)?;
+        }
+        Ok(())
+    }
+
     /// Reads the Java client's property names from `props`; keys not about security are ignored.
     ///
     /// # Errors
@@ -131,40 +222,56 @@ impl SecurityConfig {
         };
         for key in ["ssl.truststore.type", "ssl.keystore.type"] {
             if let Some(t) = props.get(key) {
-                if !t.eq_ignore_ascii_case("PEM") {
+                if !t.trim().eq_ignore_ascii_case("PEM") {
                     return Err(bad(key, format!("`{t}` is not supported; use PEM files")));
                 }
             }
         }
+        if props.get("ssl.key.password").is_some_and(|p| !p.is_empty()) {
+            return Err(bad("ssl.key.password", "encrypted private keys are not supported; give an unencrypted PEM key".to_owned()));
+        }
+        let text = |key: &str| props.get(key).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let tls = TlsSettings {
-            truststore: props.get("ssl.truststore.location").map(PathBuf::from),
-            keystore: props.get("ssl.keystore.location").map(PathBuf::from),
+            truststore: text("ssl.truststore.location").map(PathBuf::from),
+            truststore_certificates: text("ssl.truststore.certificates"),
+            keystore: text("ssl.keystore.location").map(PathBuf::from),
+            keystore_certificate_chain: text("ssl.keystore.certificate.chain"),
+            keystore_key: text("ssl.keystore.key"),
             verify_hostname: props
                 .get("ssl.endpoint.identification.algorithm")
                 .is_none_or(|v| !v.trim().is_empty()),
         };
-        let sasl = match protocol {
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
-                let mechanism = match props.get("sasl.mechanism").map(String::as_str).unwrap_or("GSSAPI") {
-                    "PLAIN" => SaslMechanism::Plain,
-                    "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
-                    "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
-                    other => {
-                        return Err(bad(
-                            "sasl.mechanism",
-                            format!("`{other}` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
-                        ));
-                    }
-                };
-                let jaas = props
-                    .get("sasl.jaas.config")
-                    .ok_or_else(|| bad("sasl.jaas.config", "required with SASL".to_owned()))?;
-                let (username, password) = parse_jaas_credentials(jaas)
-                    .ok_or_else(|| bad("sasl.jaas.config", "needs username=\"…\" and password=\"…\"".to_owned()))?;
-                Some(SaslSettings { mechanism, username, password })
-            }
-            _ => None,
+        let sasl = if protocol.uses_sasl() {
+            let name = props.get("sasl.mechanism").map_or("GSSAPI", |m| m.trim());
+            let mechanism = SaslMechanism::parse(name).ok_or_else(|| {
+                bad("sasl.mechanism", format!("`{name}` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
+            })?;
+            let jaas = props
+                .get("sasl.jaas.config")
+                .ok_or_else(|| bad("sasl.jaas.config", "required with SASL".to_owned()))?;
+            let (username, password) = parse_jaas_credentials(jaas)
+                .ok_or_else(|| bad("sasl.jaas.config", "needs username=\"…\" and password=\"…\"".to_owned()))?;
+            Some(SaslSettings { mechanism, username, password })
+        } else {
+            None
         };
+        if protocol.uses_tls() && tls.truststore.is_none() && tls.truststore_certificates.is_none() {
+            return Err(bad(
+                "ssl.truststore.location",
+                format!(
+                    "required with security.protocol={}: give the CA certificates to trust as a PEM file \
+                     (ssl.truststore.type=PEM); there is no system trust store",
+                    protocol.as_str()
+                ),
+            ));
+        }
+        if tls.keystore.is_some() && (tls.keystore_certificate_chain.is_some() || tls.keystore_key.is_some()) {
+            return Err(bad("ssl.keystore.location", "give either a keystore file or ssl.keystore.certificate.chain and ssl.keystore.key, not both".to_owned()));
+        }
+        if tls.keystore_certificate_chain.is_some() != tls.keystore_key.is_some() {
+            let missing = if tls.keystore_key.is_none() { "ssl.keystore.key" } else { "ssl.keystore.certificate.chain" };
+            return Err(bad(missing, "ssl.keystore.certificate.chain and ssl.keystore.key go together".to_owned()));
+        }
         Ok(Self { protocol, tls, sasl })
     }
 }

@@ -45,7 +45,19 @@ impl BrokerVersions {
 
     /// The broker's range for `api_key`, if it supports the API at all.
     pub fn range(&self, api_key: ApiKey) -> Option<VersionRange> {
-        self.0.get(&(api_key as i16)).copied()
+        self.range_of(api_key as i16)
+    }
+
+    /// The range announced for a raw api key, including keys Kafka does not define (the mirror APIs
+    /// a proxy announces).
+    pub fn range_of(&self, api_key: i16) -> Option<VersionRange> {
+        self.0.get(&api_key).copied()
+    }
+
+    /// The broker's range for a raw api key, including keys the `kafka-protocol` crate does not know
+    /// (the mirror APIs a kafka-mirror-proxy announces, for instance).
+    pub fn range_of_key(&self, api_key: i16) -> Option<VersionRange> {
+        self.0.get(&api_key).copied()
     }
 
     /// The version to use for `api_key`: `wanted` if given (a per-call or configured pin) and supported
@@ -99,6 +111,9 @@ pub fn ours(api_key: ApiKey) -> VersionRange {
         CreateAcls => CreateAclsRequest, CreateAclsResponse;
         DeleteAcls => DeleteAclsRequest, DeleteAclsResponse;
         DescribeGroups => DescribeGroupsRequest, DescribeGroupsResponse;
+        ShareGroupDescribe => ShareGroupDescribeRequest, ShareGroupDescribeResponse;
+        DescribeShareGroupOffsets => DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse;
+        AlterShareGroupOffsets => AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse;
     }
 }
 

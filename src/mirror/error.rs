@@ -1,5 +1,6 @@
 //! Why a mirror operation was refused or failed, each with the wire error code the admin API sends.
 
+use super::loops::LoopCheckError;
 use super::settings::SettingError;
 use super::store::StoreError;
 use crate::protocol::mirror::MirrorErrorCode;
@@ -33,6 +34,13 @@ pub enum MirrorError {
     /// The topic already belongs to a mirror.
     #[error("topic `{topic}` is already in mirror `{mirror}` ({state})")]
     TopicInMirror { topic: String, mirror: String, state: String },
+    /// The source topic is itself a mirror topic (not STOPPED) of a mirror at the source:
+    /// mirroring it would make mirrors loop.
+    #[error("topic `{topic}` is a mirror topic of mirror `{source_mirror}` on the source cluster; mirroring it would make mirrors loop (stop it there first)")]
+    MirrorLoop { topic: String, source_mirror: String },
+    /// Whether source topics are mirror topics there could not be checked.
+    #[error("cannot check whether the source's topics are mirror topics there")]
+    LoopCheck(#[source] Box<LoopCheckError>),
     /// No topic of the mirror matches.
     #[error("no topic of mirror `{mirror}` matches {pattern}")]
     TopicNotInMirror { mirror: String, pattern: String },
@@ -75,7 +83,7 @@ impl MirrorError {
             Self::InvalidSettings(_) | Self::SourceUnreachable { .. } => MirrorErrorCode::InvalidConfig,
             Self::InvalidPattern { .. } => MirrorErrorCode::InvalidRegularExpression,
             Self::NoMatchingTopic(_) => MirrorErrorCode::UnknownTopicOrPartition,
-            Self::TopicInMirror { .. } => MirrorErrorCode::TopicAlreadyInMirror,
+            Self::TopicInMirror { .. } | Self::MirrorLoop { .. } => MirrorErrorCode::TopicAlreadyInMirror,
             Self::TopicNotInMirror { .. } => MirrorErrorCode::TopicNotInMirror,
             Self::AlreadyPaused(_) => MirrorErrorCode::MirrorTopicAlreadyPaused,
             Self::NotPaused { .. } => MirrorErrorCode::MirrorTopicNotPaused,
@@ -83,13 +91,13 @@ impl MirrorError {
             Self::NotEmpty { .. } => MirrorErrorCode::MirrorNotEmpty,
             Self::NotAuthorized { .. } => MirrorErrorCode::MirrorAuthorizationFailed,
             Self::Loading => MirrorErrorCode::CoordinatorLoadInProgress,
-            Self::Store(_) => MirrorErrorCode::UnknownServerError,
+            Self::Store(_) | Self::LoopCheck(_) => MirrorErrorCode::UnknownServerError,
         }
     }
 
     /// True if the same request may succeed later without changes.
     pub fn is_retriable(&self) -> bool {
-        matches!(self, Self::Loading | Self::Store(_) | Self::SourceUnreachable { .. })
+        matches!(self, Self::Loading | Self::Store(_) | Self::SourceUnreachable { .. } | Self::LoopCheck(_))
     }
 
     /// The message sent to clients: the error and its causes on one line.

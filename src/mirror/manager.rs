@@ -48,7 +48,7 @@ use super::records::{MirrorDefinition, PartitionRecord, StateRecord, TopicFilter
 use super::settings::{MirrorSettings, SecretKey, SettingError, setting_kind, validate_mirror_name};
 use super::store::{DEFAULT_STATE_TOPIC, StateStore, StoreError};
 use super::supervisor::Supervisor;
-use super::{MirrorLookup, PartitionState, now_ms};
+use super::{MirrorLookup, PartitionState, PartitionStatus, now_ms};
 use crate::client::{BackoffConfig, Client, IsolationLevel, OffsetSpec};
 use crate::replicator::ReplicatorConfig;
 use crate::sync::{SyncKind, SyncStatus};
@@ -195,6 +195,10 @@ pub struct DescribedSetting {
     pub is_sensitive: bool,
 }
 
+/// A partition copied here, for metrics: its mirror, the replicator's status, and whether lag
+/// counts to the source LSO (read_committed).
+type CopyStatus = (String, PartitionStatus, bool);
+
 /// The sync status of one mirror, per kind (shared with its running sync task).
 pub type SyncStatuses = Arc<Mutex<BTreeMap<SyncKind, SyncStatus>>>;
 
@@ -215,6 +219,9 @@ pub(crate) struct Shared {
     pub(crate) ownership: watch::Sender<Option<Ownership>>,
     /// Sync status of the mirrors whose sync this instance runs.
     pub(crate) sync_statuses: Mutex<BTreeMap<String, SyncStatuses>>,
+    /// The latest replicator status of each partition copied here, with its mirror and whether
+    /// lag counts to the LSO (read_committed).
+    partition_statuses: Mutex<BTreeMap<(String, i32), CopyStatus>>,
     pub(crate) tasks: TaskTracker,
     pub(crate) cancel: CancellationToken,
 }
@@ -244,6 +251,15 @@ impl Shared {
             Ok(Ok(_)) => Ok(()),
             // The tail ended (shutdown) or did not get there.
             _ => Err(StoreError::Lagging { topic: self.store.topic().to_owned(), offset: offset - 1, waited }),
+        }
+    }
+
+    /// Replaces what metrics show of `topic`'s partitions copied here (`statuses` empty: none).
+    pub(crate) fn publish_statuses(&self, mirror: &str, topic: &str, statuses: &[PartitionStatus], read_committed: bool) {
+        let mut all = self.partition_statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.retain(|(t, _), _| t != topic);
+        for s in statuses {
+            all.insert((topic.to_owned(), s.partition), (mirror.to_owned(), s.clone(), read_committed));
         }
     }
 
@@ -310,23 +326,6 @@ impl Shared {
                 return Err(MirrorError::SourceUnreachable { bootstrap: settings.bootstrap_servers().to_owned(), reason: chain(&e) });
             }
         };
-        if keep_patterns {
-            let filter = self.model().mirrors.get(mirror).map(|m| m.filter.clone()).unwrap_or_default();
-            let mut updated = filter.clone();
-            for p in include.iter().map(|p| &p.text) {
-                if !updated.include.contains(p) {
-                    updated.include.push(p.clone());
-                }
-            }
-            for p in excluded.iter().map(|p| &p.text) {
-                if !updated.exclude.contains(p) {
-                    updated.exclude.push(p.clone());
-                }
-            }
-            if updated != filter {
-                self.commit(&[StateRecord::Filter { mirror: mirror.to_owned(), value: Some(updated) }]).await?;
-            }
-        }
         let matched: Vec<_> = metadata
             .topics
             .values()
@@ -338,8 +337,14 @@ impl Shared {
         if matched.is_empty() {
             return Err(MirrorError::NoMatchingTopic(describe_patterns(patterns)));
         }
+        // Mirror topics of the source itself are refused (mirrors must not loop).
+        let looped = super::loops::source_mirror_topics(&source, &self.config.state_topic).await.map_err(|e| MirrorError::LoopCheck(Box::new(e)))?;
         let mut outcomes = Vec::new();
         for info in matched {
+            if let Some(source_mirror) = looped.get(&info.name) {
+                outcomes.push((info.name.clone(), Err(MirrorError::MirrorLoop { topic: info.name.clone(), source_mirror: source_mirror.clone() })));
+                continue;
+            }
             let existing = self.model().topics.get(&info.name).cloned();
             if let Some(entry) = existing.filter(|e| e.record.goal != TopicGoal::Stopped) {
                 outcomes.push((
@@ -356,6 +361,25 @@ impl Shared {
             self.commit(&records).await?;
             info!(mirror, topic = %info.name, partitions, "topic added to the mirror");
             outcomes.push((info.name.clone(), Ok(())));
+        }
+        // The patterns last: the mirror's sync adds topics matching them that the log does not know,
+        // and must not race this call for the topics it adds.
+        if keep_patterns {
+            let filter = self.model().mirrors.get(mirror).map(|m| m.filter.clone()).unwrap_or_default();
+            let mut updated = filter.clone();
+            for p in include.iter().map(|p| &p.text) {
+                if !updated.include.contains(p) {
+                    updated.include.push(p.clone());
+                }
+            }
+            for p in excluded.iter().map(|p| &p.text) {
+                if !updated.exclude.contains(p) {
+                    updated.exclude.push(p.clone());
+                }
+            }
+            if updated != filter {
+                self.commit(&[StateRecord::Filter { mirror: mirror.to_owned(), value: Some(updated) }]).await?;
+            }
         }
         Ok(outcomes)
     }
@@ -389,7 +413,7 @@ pub(crate) async fn connect_source(mirror: &str, settings: &MirrorSettings, time
 
 /// Follows `__mirror_state` from `from` for as long as the manager runs, applying every record to
 /// the model and then announcing how far it got.
-async fn tail(shared: Arc<Shared>, from: i64) {
+async fn tail(shared: Arc<Shared>, reader: Arc<Client>, from: i64) {
     let key = shared.config.secret_key.clone();
     let apply = |records: Vec<StateRecord>, next: i64| {
         {
@@ -400,7 +424,7 @@ async fn tail(shared: Arc<Shared>, from: i64) {
         }
         shared.applied.send_replace(next);
     };
-    shared.store.tail(from, apply, shared.cancel.child_token()).await;
+    shared.store.tail(&reader, from, apply, shared.cancel.child_token()).await;
 }
 
 fn chain(e: &dyn std::error::Error) -> String {
@@ -485,10 +509,26 @@ impl MirrorManager {
             sources: Mutex::new(HashMap::new()),
             ownership,
             sync_statuses: Mutex::new(BTreeMap::new()),
+            partition_statuses: Mutex::new(BTreeMap::new()),
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
         });
-        shared.tasks.spawn(tail(shared.clone(), next));
+        // The tail and the group membership each get a client (connections) of their own: a broker
+        // answers one connection's requests in order, and both hold requests at the broker (a
+        // long-polling Fetch, a JoinGroup waiting for the rebalance) that would stall the
+        // replicators' writes sharing the connection.
+        let connect_own = |mut config: crate::client::ClientConfig, purpose: &'static str| {
+            let topic = shared.config.state_topic.clone();
+            config.connection.client_id = format!("{}-{purpose}", config.connection.client_id);
+            async move {
+                Client::connect(config)
+                    .await
+                    .map(Arc::new)
+                    .map_err(|e| MirrorError::Store(Box::new(StoreError::Destination { topic, action: purpose, source: Box::new(e) })))
+            }
+        };
+        let reader = connect_own(destination.config().clone(), "state-reader").await?;
+        shared.tasks.spawn(tail(shared.clone(), reader, next));
         let (supervisor, revoke) = Supervisor::new(shared.clone());
         shared.tasks.spawn(supervisor.run(shared.cancel.child_token()));
         // JoinGroup waits at the coordinator for the whole rebalance, so the group's client needs a
@@ -497,16 +537,93 @@ impl MirrorManager {
         let membership = shared.config.membership.clone();
         group_client.connection.request_timeout = membership.rebalance_timeout + Duration::from_secs(10);
         group_client.backoff.deadline = group_client.backoff.deadline.max(membership.session_timeout);
-        let group_client = Client::connect(group_client)
-            .await
-            .map_err(|e| MirrorError::Store(Box::new(StoreError::Destination { topic: shared.config.state_topic.clone(), action: "joining the instance group", source: Box::new(e) })))?;
-        shared.tasks.spawn(run_membership(Arc::new(group_client), membership, shared.ownership.clone(), revoke, shared.cancel.child_token()));
+        let group_client = connect_own(group_client, "group").await?;
+        shared.tasks.spawn(run_membership(group_client, membership, shared.ownership.clone(), revoke, shared.cancel.child_token()));
         Ok(Self { shared })
     }
 
     /// What this instance owns now (`None` while it is not a settled member of the instance group).
     pub fn ownership(&self) -> Option<Ownership> {
         self.shared.ownership.borrow().clone()
+    }
+
+    /// The mirror metrics in the Prometheus text format (spec §10): the instance group, partition
+    /// states (from the state log, the same on every instance), and for the work this instance
+    /// runs: owned topics, per-partition lag and offsets, and the sync jobs' last runs.
+    pub fn render_metrics(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let header = |out: &mut String, name: &str, kind: &str, help: &str| {
+            let _ = writeln!(out, "# HELP kafka_mirror_proxy_{name} {help}\n# TYPE kafka_mirror_proxy_{name} {kind}");
+        };
+        let ownership = self.ownership();
+        header(&mut out, "mirror_group_member", "gauge", "1 while this instance is a settled member of the instance group and runs its share of the work.");
+        let _ = writeln!(out, "kafka_mirror_proxy_mirror_group_member {}", u8::from(ownership.is_some()));
+        header(&mut out, "mirror_group_instances", "gauge", "Proxy instances in the instance group (0 while not a member).");
+        let _ = writeln!(out, "kafka_mirror_proxy_mirror_group_instances {}", ownership.as_ref().map_or(0, |o| o.members.len()));
+        let (states, owned) = {
+            let model = self.shared.model();
+            let mut states: BTreeMap<(String, &'static str), usize> = BTreeMap::new();
+            let mut owned = Vec::new();
+            for (topic, entry) in &model.topics {
+                for p in 0..entry.record.partitions {
+                    let state = match (entry.record.goal, entry.partitions.get(&p)) {
+                        (TopicGoal::Stopped, _) => "STOPPED",
+                        (_, Some(r)) => r.state.name(),
+                        (TopicGoal::Pause, None) => "PAUSED",
+                        (TopicGoal::Stop, None) => "STOPPING",
+                        _ => "INITIALIZING",
+                    };
+                    *states.entry((entry.record.mirror.clone(), state)).or_default() += 1;
+                }
+                if entry.record.goal != TopicGoal::Stopped && ownership.as_ref().is_some_and(|o| o.owns(&super::ownership::topic_key(topic))) {
+                    owned.push((entry.record.mirror.clone(), topic.clone()));
+                }
+            }
+            (states, owned)
+        };
+        header(&mut out, "mirror_partitions", "gauge", "Mirror partitions by mirror and state, as recorded in the mirror state topic.");
+        for ((mirror, state), n) in &states {
+            let _ = writeln!(out, "kafka_mirror_proxy_mirror_partitions{{mirror=\"{mirror}\",state=\"{state}\"}} {n}");
+        }
+        header(&mut out, "mirror_topic_owned", "gauge", "Mirror topics this instance copies (1 each).");
+        for (mirror, topic) in &owned {
+            let _ = writeln!(out, "kafka_mirror_proxy_mirror_topic_owned{{mirror=\"{mirror}\",topic=\"{topic}\"}} 1");
+        }
+        let statuses = self.shared.partition_statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        header(&mut out, "mirror_partition_lag_records", "gauge", "Offsets not copied yet (to the source LSO under read_committed, else its high watermark), per partition copied here.");
+        for ((topic, partition), (mirror, status, committed)) in &statuses {
+            let _ = writeln!(out, "kafka_mirror_proxy_mirror_partition_lag_records{{mirror=\"{mirror}\",topic=\"{topic}\",partition=\"{partition}\"}} {}", status.lag(*committed));
+        }
+        header(&mut out, "mirror_partition_destination_offset", "gauge", "Next destination offset to write, per partition copied here.");
+        for ((topic, partition), (mirror, status, _)) in &statuses {
+            let _ = writeln!(out, "kafka_mirror_proxy_mirror_partition_destination_offset{{mirror=\"{mirror}\",topic=\"{topic}\",partition=\"{partition}\"}} {}", status.destination_offset);
+        }
+        let syncs = self.sync_statuses();
+        let seconds = |t: &std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        header(&mut out, "mirror_sync_last_success_timestamp_seconds", "gauge", "When each kind of sync of a mirror run here last succeeded (Unix seconds).");
+        for (mirror, kinds) in &syncs {
+            for (kind, status) in kinds {
+                if let Some(t) = &status.last_success {
+                    let _ = writeln!(out, "kafka_mirror_proxy_mirror_sync_last_success_timestamp_seconds{{mirror=\"{mirror}\",kind=\"{}\"}} {:.3}", kind.name(), seconds(t));
+                }
+            }
+        }
+        header(&mut out, "mirror_sync_last_failure_timestamp_seconds", "gauge", "When each kind of sync of a mirror run here last failed (Unix seconds).");
+        for (mirror, kinds) in &syncs {
+            for (kind, status) in kinds {
+                if let Some((t, _)) = &status.last_failure {
+                    let _ = writeln!(out, "kafka_mirror_proxy_mirror_sync_last_failure_timestamp_seconds{{mirror=\"{mirror}\",kind=\"{}\"}} {:.3}", kind.name(), seconds(t));
+                }
+            }
+        }
+        header(&mut out, "mirror_sync_consecutive_failures", "gauge", "Failed runs of each kind of sync since its last success.");
+        for (mirror, kinds) in &syncs {
+            for (kind, status) in kinds {
+                let _ = writeln!(out, "kafka_mirror_proxy_mirror_sync_consecutive_failures{{mirror=\"{mirror}\",kind=\"{}\"}} {}", kind.name(), status.consecutive_failures);
+            }
+        }
+        out
     }
 
     /// The sync status of every mirror whose sync runs on this instance, by mirror and kind.
@@ -579,6 +696,9 @@ impl MirrorManager {
             if !model.mirrors.get(name).is_some_and(|m| m.filter == TopicFilter::default()) {
                 records.push(StateRecord::Filter { mirror: name.to_owned(), value: None });
             }
+            // The ledger of ACL bindings the mirror created is forgotten; the bindings stay on the
+            // destination (clients that failed over need them).
+            records.extend(model.acl_tombstones(name));
             records.push(StateRecord::Mirror { name: name.to_owned(), value: None });
             records
         };
@@ -607,8 +727,9 @@ impl MirrorManager {
     /// patterns, so that source topics created later and matching them are added too (spec §7).
     ///
     /// # Errors
-    /// Top level: unknown mirror, invalid pattern, unreachable source, no matching topic, store
-    /// failure. Per topic (in the outcomes): the topic is already in a mirror.
+    /// Top level: unknown mirror, invalid pattern, unreachable source, no matching topic, the
+    /// loop check failing, store failure. Per topic (in the outcomes): the topic is already in a
+    /// mirror, or is a mirror topic at the source ([`MirrorError::MirrorLoop`]).
     pub async fn add_topics(&self, mirror: &str, patterns: &[String], exclude: &[String]) -> Result<TopicOutcomes, MirrorError> {
         self.shared.add_topics(mirror, patterns, exclude, true).await
     }

@@ -23,9 +23,11 @@
 //! - [`manager`]: the operations; [`ownership`]: which instance runs what (the instance group);
 //!   `supervisor`: starts and stops this instance's work; `runner`: one task per owned mirror
 //!   topic; `sync`: the sync jobs of an owned mirror.
+//! - [`loops`]: which source topics are themselves mirror topics there (refused: mirrors must not loop).
 
 mod error;
 mod lookup;
+pub mod loops;
 pub mod manager;
 mod model;
 pub mod ownership;
@@ -40,6 +42,7 @@ mod sync;
 
 pub use error::MirrorError;
 pub use lookup::{InMemoryMirrorLookup, MirrorLookup, MirroredTopic};
+pub use loops::{LoopCheckError, source_mirror_topics};
 pub use manager::{
     ConfigChange, DescribedSetting, MirrorDescription, MirrorListing, MirrorManager, MirrorManagerConfig, PartitionDescription,
     SyncStatuses, TopicDescription, TopicOutcomes,

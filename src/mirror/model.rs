@@ -1,14 +1,16 @@
-//! The in-memory image of `__mirror_state`: mirrors, their topics and partition states, built by
-//! applying records in log order. Every change goes through [`Model::apply`] as the state topic's
-//! tail reads it back (this instance's writes and every other instance's alike), so what readers
-//! see (the write policy, describe, the supervisor choosing runners) never runs ahead of the log
-//! and is the same on every instance once it has read as far.
+//! The in-memory image of `__mirror_state`: mirrors, their topics and partition states, and the ACL
+//! bindings each mirror created (the ACL sync's ledger), built by applying records in log order.
+//! Every change goes through [`Model::apply`] as the state topic's tail reads it back (this
+//! instance's writes and every other instance's alike), so what readers see (the write policy,
+//! describe, the supervisor choosing runners) never runs ahead of the log and is the same on every
+//! instance once it has read as far.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::records::{MirrorDefinition, PartitionRecord, StateRecord, TopicFilter, TopicGoal, TopicRecord};
+use super::records::{AclRecord, MirrorDefinition, PartitionRecord, StateRecord, TopicFilter, TopicGoal, TopicRecord};
 use super::settings::{MirrorSettings, SecretKey};
 use super::{MirrorLookup, MirroredTopic, PartitionState};
+use crate::client::AclBinding;
 
 /// One mirror.
 #[derive(Debug, Clone)]
@@ -65,6 +67,9 @@ pub struct Model {
     pub mirrors: BTreeMap<String, MirrorEntry>,
     /// Topics by name.
     pub topics: BTreeMap<String, TopicEntry>,
+    /// ACL bindings each mirror created on the destination, by mirror name. Kept as the log has
+    /// them: a mirror's tombstone does not remove them, their own tombstones do.
+    pub acls: BTreeMap<String, BTreeMap<AclBinding, AclRecord>>,
     /// Partition records seen before their topic record (a compacted log keeps the latest of each
     /// key, not their order); attached when the topic record comes.
     orphans: BTreeMap<String, BTreeMap<i32, PartitionRecord>>,
@@ -122,7 +127,32 @@ impl Model {
                     }
                 }
             }
+            StateRecord::Acl { mirror, binding, value: Some(v) } => {
+                self.acls.entry(mirror.clone()).or_default().insert(binding.clone(), v.clone());
+            }
+            StateRecord::Acl { mirror, binding, value: None } => {
+                if let Some(bindings) = self.acls.get_mut(mirror) {
+                    bindings.remove(binding);
+                    if bindings.is_empty() {
+                        self.acls.remove(mirror);
+                    }
+                }
+            }
         }
+    }
+
+    /// The ACL bindings `mirror` created and has not deleted: what `AclLedger::load` returns.
+    pub fn acl_bindings_of(&self, mirror: &str) -> BTreeSet<AclBinding> {
+        self.acls.get(mirror).map(|b| b.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Tombstones for every ACL record of `mirror`, to write when the mirror is deleted (the
+    /// bindings themselves stay on the destination: deleting a mirror does not revoke access).
+    pub fn acl_tombstones(&self, mirror: &str) -> Vec<StateRecord> {
+        self.acls
+            .get(mirror)
+            .map(|b| b.keys().map(|binding| StateRecord::Acl { mirror: mirror.to_owned(), binding: binding.clone(), value: None }).collect())
+            .unwrap_or_default()
     }
 
     /// The topics of `mirror`, by name.
@@ -182,6 +212,38 @@ mod tests {
         assert!(!model.mirrored_topic("orders").unwrap().state.is_read_only());
         model.apply(&StateRecord::Topic { topic: "orders".to_owned(), value: None }, None);
         assert!(model.mirrored_topic("orders").is_none());
+    }
+
+    #[test]
+    fn acl_records_are_kept_per_mirror() {
+        let binding = |name: &str| AclBinding {
+            resource_type: 2,
+            resource_name: name.to_owned(),
+            pattern_type: 3,
+            principal: "User:a".to_owned(),
+            host: "*".to_owned(),
+            operation: 3,
+            permission_type: 3,
+        };
+        let acl = |mirror: &str, name: &str, created: bool| StateRecord::Acl {
+            mirror: mirror.to_owned(),
+            binding: binding(name),
+            value: created.then_some(AclRecord { created_ms: 1 }),
+        };
+        let mut model = Model::default();
+        for r in [acl("dr", "a", true), acl("dr", "b", true), acl("other", "a", true), acl("dr", "a", false)] {
+            model.apply(&r, None);
+        }
+        assert_eq!(model.acl_bindings_of("dr"), [binding("b")].into());
+        assert_eq!(model.acl_bindings_of("other"), [binding("a")].into());
+        assert!(model.acl_bindings_of("none").is_empty());
+        // A mirror's tombstone leaves its ACL records; their tombstones remove them.
+        model.apply(&StateRecord::Mirror { name: "dr".to_owned(), value: None }, None);
+        assert_eq!(model.acl_tombstones("dr"), vec![acl("dr", "b", false)]);
+        for r in model.acl_tombstones("dr") {
+            model.apply(&r, None);
+        }
+        assert!(model.acl_bindings_of("dr").is_empty() && !model.acls.contains_key("dr"));
     }
 
     #[test]

@@ -141,7 +141,7 @@ impl TopicRunner {
         };
         info!(mirror = %self.mirror, topic = %self.topic, "mirroring");
         let replicator = Replicator::start(source, self.shared.destination.clone(), std::slice::from_ref(&self.topic), config).await;
-        let mut persisted: BTreeMap<i32, PartitionState> = BTreeMap::new();
+        let mut persisted: BTreeMap<i32, (PartitionState, i16)> = BTreeMap::new();
         let mut tick = tokio::time::interval(self.shared.config.status_interval);
         let mut partitions = current.partitions;
         let next = loop {
@@ -166,18 +166,20 @@ impl TopicRunner {
                     }
                 }
                 _ = tick.tick() => {
-                    for status in replicator.status() {
-                        if persisted.get(&status.partition) != Some(&status.state) {
-                            let retry = if matches!(status.state, PartitionState::Failed { .. }) { attempt } else { 0 };
-                            if self.observe(status.partition, status.state.clone(), retry).await {
-                                persisted.insert(status.partition, status.state);
-                            }
+                    let statuses = replicator.status();
+                    self.shared.publish_statuses(&self.mirror, &self.topic, &statuses, replicator.reads_committed());
+                    for status in statuses {
+                        let retry = if matches!(status.state, PartitionState::Failed { .. }) { status.retry_attempt } else { 0 };
+                        let observed = (status.state.clone(), retry);
+                        if persisted.get(&status.partition) != Some(&observed) && self.observe(status.partition, status.state, retry).await {
+                            persisted.insert(status.partition, observed);
                         }
                     }
                 }
             }
         };
         replicator.shutdown().await;
+        self.shared.publish_statuses(&self.mirror, &self.topic, &[], false);
         next
     }
 

@@ -70,7 +70,10 @@ pub const KNOWN_SETTINGS: &[(&str, SettingKind)] = &[
     ("ssl.truststore.location", SettingKind::Text),
     ("ssl.truststore.type", SettingKind::OneOf(&["PEM"])),
     ("ssl.truststore.password", SettingKind::Secret),
+    ("ssl.truststore.certificates", SettingKind::Text),
     ("ssl.keystore.location", SettingKind::Text),
+    ("ssl.keystore.certificate.chain", SettingKind::Text),
+    ("ssl.keystore.key", SettingKind::Secret),
     ("ssl.keystore.type", SettingKind::OneOf(&["PEM"])),
     ("ssl.keystore.password", SettingKind::Secret),
     ("ssl.key.password", SettingKind::Secret),
@@ -232,7 +235,8 @@ impl MirrorSettings {
     }
 
     /// The client configuration for the source, with `mirror` in its client id (so source quotas
-    /// can throttle one mirror).
+    /// can throttle one mirror), and every security setting (`security.protocol`, `ssl.*`,
+    /// `sasl.mechanism`, `sasl.jaas.config`) as [`SecurityConfig::from_properties`] reads them.
     pub fn client_config(&self, mirror: &str) -> ClientConfig {
         let mut config = ClientConfig::new(self.bootstrap_servers());
         config.connection.client_id =
@@ -465,6 +469,34 @@ mod tests {
         assert!(MirrorSettings::unseal("other", &stored, Some(&key)).is_err());
         assert!(MirrorSettings::unseal("dr", &stored, Some(&SecretKey::derive("other"))).is_err());
         assert!(MirrorSettings::unseal("dr", &stored, None).is_err());
+    }
+
+    /// The source connection of a SASL_SSL mirror gets every security setting, exactly.
+    #[test]
+    fn client_config_carries_tls_and_sasl() {
+        let jaas = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="mirror" password="pw=1";"#;
+        let settings = MirrorSettings::from_properties(props(&[
+            ("bootstrap.servers", "src:9093"),
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.jaas.config", jaas),
+            ("ssl.truststore.location", "/etc/kmp/ca.pem"),
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.keystore.location", "/etc/kmp/me.pem"),
+            ("ssl.endpoint.identification.algorithm", ""),
+        ]))
+        .unwrap();
+        let security = settings.client_config("dr").connection.security;
+        assert_eq!(security.protocol, crate::client::SecurityProtocol::SaslSsl);
+        let sasl = security.sasl.clone().unwrap();
+        assert_eq!((sasl.mechanism, sasl.username.as_str(), sasl.password.as_str()), (crate::client::SaslMechanism::ScramSha512, "mirror", "pw=1"));
+        assert_eq!(security.tls.truststore.as_deref(), Some(std::path::Path::new("/etc/kmp/ca.pem")));
+        assert_eq!(security.tls.keystore.as_deref(), Some(std::path::Path::new("/etc/kmp/me.pem")));
+        assert!(!security.tls.verify_hostname);
+        // Inline PEM: the key is a secret.
+        assert_eq!(setting_kind("ssl.keystore.key"), Some(SettingKind::Secret));
+        let errors = MirrorSettings::from_properties(props(&[("bootstrap.servers", "h:1"), ("security.protocol", "SSL")])).unwrap_err();
+        assert_eq!(errors[0].key, "ssl.truststore.location");
     }
 
     #[test]

@@ -84,6 +84,9 @@ pub struct PartitionStatus {
     pub source_last_stable_offset: i64,
     /// Next destination offset to write (the destination log end offset as far as we wrote it).
     pub destination_offset: i64,
+    /// While FAILED: automatic retries so far (1 for the first failure), -1 if the failure is not
+    /// retried (it needs an operator).
+    pub retry_attempt: i16,
 }
 
 impl PartitionStatus {

@@ -109,7 +109,10 @@ impl StateStore {
     /// log order with the offset after them. Transport and leader errors are retried (with
     /// backoff); a record that does not decode is logged and skipped, since stopping would freeze
     /// this instance's view of every mirror.
-    pub async fn tail(&self, from: i64, mut apply: impl FnMut(Vec<StateRecord>, i64), cancel: CancellationToken) {
+    ///
+    /// `reader` must be a client of its own: a broker answers the requests of one connection in
+    /// order, so the tail's long-polling Fetch would hold up every other request sharing it.
+    pub async fn tail(&self, reader: &Client, from: i64, mut apply: impl FnMut(Vec<StateRecord>, i64), cancel: CancellationToken) {
         let mut offset = from;
         let retry = BackoffConfig { deadline: Duration::MAX, ..self.backoff.clone() };
         let mut backoff = Backoff::new(&retry);
@@ -117,7 +120,7 @@ impl StateStore {
             let fetched = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return,
-                f = self.fetch_wait(offset) => f,
+                f = self.fetch_wait(reader, offset) => f,
             };
             let fetched = match fetched {
                 Ok(f) => {
@@ -132,7 +135,7 @@ impl StateStore {
                         debug!(topic = %self.topic, offset, error = %e, "following the mirror state failed; retrying");
                     }
                     if e.needs_metadata_refresh() {
-                        let _ = self.destination.refresh_metadata(&[&self.topic]).await;
+                        let _ = reader.refresh_metadata(&[&self.topic]).await;
                     }
                     tokio::select! {
                         biased;
@@ -165,8 +168,8 @@ impl StateStore {
     }
 
     /// One long-polling Fetch of the state partition from `offset` (raw batches).
-    async fn fetch_wait(&self, offset: i64) -> Result<bytes::Bytes, ClientError> {
-        let leader = self.destination.leader_of(&self.topic, 0).await?;
+    async fn fetch_wait(&self, reader: &Client, offset: i64) -> Result<bytes::Bytes, ClientError> {
+        let leader = reader.leader_of(&self.topic, 0).await?;
         let spec = FetchSpec {
             partitions: vec![FetchPartitionSpec { topic: self.topic.clone(), partition: 0, fetch_offset: offset, partition_max_bytes: LOAD_FETCH_BYTES }],
             isolation: IsolationLevel::ReadUncommitted,
@@ -174,7 +177,7 @@ impl StateStore {
             min_bytes: 1,
             max_bytes: LOAD_FETCH_BYTES,
         };
-        let fetched = self.destination.fetch(leader, &spec, None).await?;
+        let fetched = reader.fetch(leader, &spec, None).await?;
         let target = || crate::client::Target { broker: Some(leader), topic: Some(self.topic.clone()), partition: Some(0) };
         let api_key = kafka_protocol::messages::ApiKey::Fetch;
         let p = fetched

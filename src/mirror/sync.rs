@@ -15,19 +15,21 @@
 //! The sync changes mirrors only through the state log, as an operator would; it never drives a
 //! replicator itself, since the topic may be copied by another instance.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::manager::{Shared, SyncStatuses, partition_records};
-use super::records::{StateRecord, TopicGoal, TopicRecord};
+use super::records::{AclRecord, StateRecord, TopicGoal, TopicRecord};
 use super::supervisor::SyncWant;
+use super::MirrorError;
 use super::{PartitionState, now_ms};
-use crate::client::{Backoff, Client};
+use crate::client::{AclBinding, Backoff, Client};
 use crate::replicator::{ReplicationError, topic as replicator_topic};
-use crate::sync::{MirroredTopics, SyncKind, SyncRunner, SyncSettings, SyncStatus};
+use crate::sync::{AclLedger, LedgerError, MirroredTopics, SyncKind, SyncRunner, SyncSettings, SyncStatus};
 
 /// Runs the sync of `mirror` until `cancel` (or until its settings change: the supervisor then
 /// cancels and restarts it).
@@ -73,8 +75,9 @@ pub(crate) async fn run_mirror_sync(shared: Arc<Shared>, mirror: String, want: S
         }
     };
     info!(mirror, "mirror sync running");
-    let view = Arc::new(MirrorTopicsView { shared: shared.clone(), mirror: mirror.clone(), source: source.clone() });
-    let runner = SyncRunner::with_status(source, shared.destination.clone(), view, settings, statuses);
+    let view = Arc::new(MirrorTopicsView { shared: shared.clone(), mirror: mirror.clone(), source: source.clone(), refused: Mutex::default() });
+    let ledger = Arc::new(StateAclLedger { shared: shared.clone() });
+    let runner = SyncRunner::with_status(source, shared.destination.clone(), view, settings, statuses).with_acl_ledger(&mirror, ledger);
     runner.run(cancel).await;
 }
 
@@ -83,10 +86,41 @@ pub(crate) async fn run_mirror_sync(shared: Arc<Shared>, mirror: String, want: S
 fn record_failure(statuses: &Mutex<std::collections::BTreeMap<SyncKind, SyncStatus>>, reason: &str) {
     let mut all = statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let now = std::time::SystemTime::now();
-    for kind in [SyncKind::GroupOffsets, SyncKind::TopicConfigs, SyncKind::Partitions] {
+    for kind in [SyncKind::GroupOffsets, SyncKind::ShareGroupOffsets, SyncKind::TopicConfigs, SyncKind::Partitions] {
         let s = all.entry(kind).or_default();
         s.last_failure = Some((now, reason.to_owned()));
         s.consecutive_failures += 1;
+    }
+}
+
+/// The ACL bindings a mirror created, kept in `__mirror_state` (key type 3), so that a restarted or
+/// new owner of the mirror's sync still deletes them when the source deletes them, and never
+/// deletes bindings it did not create.
+#[derive(Debug)]
+struct StateAclLedger {
+    shared: Arc<Shared>,
+}
+
+impl StateAclLedger {
+    async fn write(&self, mirror: &str, bindings: &[AclBinding], created: bool) -> Result<(), LedgerError> {
+        let value = created.then(|| AclRecord { created_ms: now_ms() });
+        let records: Vec<StateRecord> =
+            bindings.iter().map(|b| StateRecord::Acl { mirror: mirror.to_owned(), binding: b.clone(), value: value.clone() }).collect();
+        self.shared.commit(&records).await.map_err(|e| LedgerError { mirror: mirror.to_owned(), reason: crate::report::error_chain(&e) })
+    }
+}
+
+impl AclLedger for StateAclLedger {
+    fn load<'a>(&'a self, mirror: &'a str) -> BoxFuture<'a, Result<BTreeSet<AclBinding>, LedgerError>> {
+        Box::pin(async move { Ok(self.shared.model().acl_bindings_of(mirror)) })
+    }
+
+    fn record_created<'a>(&'a self, mirror: &'a str, bindings: &'a [AclBinding]) -> BoxFuture<'a, Result<(), LedgerError>> {
+        Box::pin(self.write(mirror, bindings, true))
+    }
+
+    fn record_deleted<'a>(&'a self, mirror: &'a str, bindings: &'a [AclBinding]) -> BoxFuture<'a, Result<(), LedgerError>> {
+        Box::pin(self.write(mirror, bindings, false))
     }
 }
 
@@ -96,6 +130,8 @@ struct MirrorTopicsView {
     shared: Arc<Shared>,
     mirror: String,
     source: Arc<Client>,
+    /// New topics refused so far (logged once each).
+    refused: Mutex<BTreeSet<String>>,
 }
 
 impl MirrorTopicsView {
@@ -145,22 +181,30 @@ impl MirroredTopics for MirrorTopicsView {
         Box::pin(self.grow(topic))
     }
 
-    fn add_topic<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, ()> {
+    fn add_topic<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             // Any topic the log knows (another mirror's, or one stopped here) stays as it is.
             if self.shared.model().topics.contains_key(topic) {
-                return;
+                return Ok(());
             }
-            match self.shared.add_topics(&self.mirror, &[regex::escape(topic)], &[], false).await {
-                Ok(outcomes) => {
-                    for (t, outcome) in outcomes {
-                        if let Err(e) = outcome {
-                            warn!(mirror = %self.mirror, topic = %t, error = %e, "new source topic not added");
-                        }
-                    }
-                }
-                Err(e) => warn!(mirror = %self.mirror, topic, error = %e, "new source topic not added; retried at the next sync"),
+            let refused = match self.shared.add_topics(&self.mirror, &[regex::escape(topic)], &[], false).await {
+                Ok(outcomes) => outcomes.into_iter().find_map(|(_, outcome)| match outcome {
+                    // Added meanwhile (by an operator, or by a sync that ran before a rebalance).
+                    Err(MirrorError::TopicInMirror { .. }) | Ok(()) => None,
+                    Err(e) => Some(e.to_string()),
+                }),
+                Err(e) => Some(e.to_string()),
+            };
+            let Some(reason) = refused else { return Ok(()) };
+            // Refused again at every sync (a mirror loop, say): the sync status shows it each time,
+            // the log once.
+            let first = self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(topic.to_owned());
+            if first {
+                warn!(mirror = %self.mirror, topic, %reason, "new source topic matching the mirror's patterns not added");
+            } else {
+                debug!(mirror = %self.mirror, topic, %reason, "new source topic still not added");
             }
+            Err(reason)
         })
     }
 }

@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::admin::{MirrorAcl, MirrorOperation};
+use crate::client::{ClientConfig, ClientError, SaslMechanism, SaslSettings, SecurityConfig, SecurityProtocol, TlsConnector, TlsSettings};
 use crate::mirror::PartitionState;
 use crate::protocol::{ErrorCode, MAX_FRAME_BYTES_DEFAULT};
 
@@ -101,6 +103,28 @@ pub struct MirrorsConfig {
     /// Heartbeat spacing, ms (default 3000; less than `session_timeout_ms`).
     #[serde(default = "default_heartbeat_interval_ms")]
     pub heartbeat_interval_ms: u64,
+    /// Who may do what with the mirror APIs (spec §9, the `ClusterMirror` resource): allow rules for
+    /// the principal a client authenticated as through the proxy (`User:alice`; `User:ANONYMOUS`
+    /// without SASL). None (the default): every principal may do everything.
+    #[serde(default)]
+    pub acls: Option<Vec<MirrorAclConfig>>,
+}
+
+/// One entry of `mirrors.acls`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MirrorAclConfig {
+    /// `User:name`, or `*` for every principal.
+    pub principal: String,
+    /// CREATE, DELETE, ALTER, DESCRIBE, ALTER_CONFIGS or DESCRIBE_CONFIGS.
+    pub operation: String,
+    /// A mirror name, or `*` (default) for every mirror.
+    #[serde(default = "default_any")]
+    pub mirror: String,
+}
+
+fn default_any() -> String {
+    "*".to_owned()
 }
 
 impl Default for MirrorsConfig {
@@ -112,6 +136,7 @@ impl Default for MirrorsConfig {
             group_id: None,
             session_timeout_ms: default_session_timeout_ms(),
             heartbeat_interval_ms: default_heartbeat_interval_ms(),
+            acls: None,
         }
     }
 }
@@ -199,6 +224,53 @@ pub struct DestinationConfig {
     /// Largest response frame accepted from a broker, bytes (default 200 MiB).
     #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: usize,
+    /// TLS to the destination brokers (their listener is SSL or SASL_SSL): used by every connection
+    /// the proxy opens to them, its own and those carrying client sessions, whether or not the client
+    /// used TLS to the proxy. None: plaintext.
+    #[serde(default)]
+    pub tls: Option<DestinationTlsConfig>,
+    /// The proxy's own SASL credentials (listener SASL_PLAINTEXT or SASL_SSL), for its own
+    /// connections only: metadata refresh and the mirror control plane. Client sessions authenticate
+    /// themselves; their SASL exchange passes through to the broker unchanged.
+    #[serde(default)]
+    pub sasl: Option<DestinationSaslConfig>,
+}
+
+/// `destination.tls.*`: TLS originated by the proxy towards the destination brokers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationTlsConfig {
+    /// PEM file of the CA certificates that sign the brokers' certificates (required: no system
+    /// trust store is used).
+    pub ca_file: String,
+    /// PEM file with the proxy's certificate chain, for brokers that require client certificates
+    /// (`ssl.client.auth=required`); with `key_file`.
+    #[serde(default)]
+    pub cert_file: Option<String>,
+    /// PEM file with the private key of `cert_file` (unencrypted PKCS#8, PKCS#1 or SEC1).
+    #[serde(default)]
+    pub key_file: Option<String>,
+    /// Check that a broker's certificate names the host connected to (default true). False checks
+    /// only the chain, like an empty `ssl.endpoint.identification.algorithm` in the Java client.
+    #[serde(default = "default_true")]
+    pub verify_hostname: bool,
+}
+
+/// `destination.sasl.*`: the proxy's own credentials.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationSaslConfig {
+    /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    pub mechanism: String,
+    /// The user name.
+    pub username: String,
+    /// A file holding the password (a trailing newline is ignored).
+    #[serde(default)]
+    pub password_file: Option<String>,
+    /// The password itself: meant for the environment (`KMP_DESTINATION__SASL__PASSWORD`), not for
+    /// the YAML file. Exactly one of `password_file` and `password`.
+    #[serde(default)]
+    pub password: Option<String>,
 }
 
 /// `admin.*`: operator endpoints.
@@ -468,6 +540,12 @@ pub struct ProxySettings {
     pub mirror_session_timeout: Duration,
     /// `mirrors.heartbeat_interval_ms`.
     pub mirror_heartbeat_interval: Duration,
+    /// TLS and SASL towards the destination (`destination.tls`, `destination.sasl`). The TLS part
+    /// applies to every upstream connection; the SASL part to the proxy's own connections only.
+    /// `Debug` hides the password and the private key.
+    pub destination_security: SecurityConfig,
+    /// `mirrors.acls`: the allow rules of the mirror APIs; `None` allows everything.
+    pub mirror_acls: Option<Vec<MirrorAcl>>,
 }
 
 impl ProxySettings {
@@ -492,6 +570,8 @@ impl ProxySettings {
                 metadata_refresh_interval_ms: DEFAULT_METADATA_REFRESH_INTERVAL_MS,
                 broker_removal_delay_ms: DEFAULT_BROKER_REMOVAL_DELAY_MS,
                 max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+                tls: None,
+                sasl: None,
             },
             admin: AdminConfig::default(),
             policy: PolicyConfig::default(),
@@ -501,11 +581,35 @@ impl ProxySettings {
         .expect("invariant: the built-in test settings are valid")
     }
 
-    /// The effective configuration as one log-friendly line (no secrets are configured yet).
+    /// A client configuration for the proxy's own connections to the destination (metadata, control
+    /// plane): its bootstrap servers, `destination.tls` and `destination.sasl`, and retries bounded
+    /// by `destination.startup_timeout_ms`.
+    pub fn destination_client_config(&self, client_id: &str) -> ClientConfig {
+        let mut config = ClientConfig::new(&self.bootstrap_servers.join(","));
+        config.connection.client_id = client_id.to_owned();
+        config.connection.connect_timeout = self.connect_timeout;
+        config.connection.security = self.destination_security.clone();
+        config.backoff.deadline = self.startup_timeout;
+        config
+    }
+
+    /// The effective configuration as one log-friendly line, without secrets (no password, no key).
     pub fn summary(&self) -> String {
+        let security = &self.destination_security;
+        let destination_tls = if security.protocol.uses_tls() {
+            format!(
+                "on (verify_hostname={}, client certificate: {})",
+                security.tls.verify_hostname,
+                if security.tls.keystore_key.is_some() { "yes" } else { "no" }
+            )
+        } else {
+            "off".to_owned()
+        };
+        let destination_sasl = security.sasl.as_ref().map_or("off".to_owned(), |s| format!("{} as {}", s.mechanism, s.username));
         format!(
-            "listen={} advertised_host={} broker_port_base={} destination={} metrics_listen={} max_frame_bytes={} \
-             max_connections={} max_in_flight_per_connection={} refusal_error_code={} static_mirror_topics={} tls={}",
+            "listen={} advertised_host={} broker_port_base={} destination={} destination_tls={destination_tls} \
+             destination_sasl={destination_sasl} metrics_listen={} max_frame_bytes={} max_connections={} \
+             max_in_flight_per_connection={} refusal_error_code={} static_mirror_topics={} tls={} mirror_acls={}",
             self.listen,
             self.advertised_host,
             self.broker_port_base.map_or("free".to_owned(), |p| p.to_string()),
@@ -517,6 +621,7 @@ impl ProxySettings {
             self.refusal_error_code,
             self.static_mirror_topics.len(),
             self.tls.as_ref().map_or("off".to_owned(), |(c, _)| format!("on ({})", c.display())),
+            self.mirror_acls.as_ref().map_or("allow-all".to_owned(), |a| format!("{} rules", a.len())),
         )
     }
 }
@@ -698,6 +803,32 @@ impl ProxyConfig {
                 format!("{} must be above 0 and below mirrors.session_timeout_ms ({})", self.mirrors.heartbeat_interval_ms, self.mirrors.session_timeout_ms),
             );
         }
+        let (destination_security, security_problems) = self.destination_security();
+        for p in security_problems {
+            problem(&p.key, p.message);
+        }
+        let mirror_acls = self.mirrors.acls.as_ref().map(|acls| {
+            acls.iter()
+                .enumerate()
+                .filter_map(|(i, a)| {
+                    let operation = MirrorOperation::parse(&a.operation);
+                    if operation.is_none() {
+                        problem(
+                            &format!("mirrors.acls[{i}].operation"),
+                            format!("{:?} is not one of CREATE, DELETE, ALTER, DESCRIBE, ALTER_CONFIGS, DESCRIBE_CONFIGS", a.operation),
+                        );
+                    }
+                    let principal = a.principal.trim();
+                    if principal != "*" && !principal.split_once(':').is_some_and(|(t, n)| !t.is_empty() && !n.is_empty()) {
+                        problem(&format!("mirrors.acls[{i}].principal"), format!("{principal:?} is not `*` or `Type:name` (e.g. User:alice)"));
+                    }
+                    if a.mirror.trim().is_empty() {
+                        problem(&format!("mirrors.acls[{i}].mirror"), "must not be empty (use `*` for every mirror)".to_owned());
+                    }
+                    Some(MirrorAcl { principal: principal.to_owned(), operation: operation?, mirror: a.mirror.trim().to_owned() })
+                })
+                .collect()
+        });
         let (Some(listen), true) = (listen, problems.is_empty()) else {
             return Err(problems);
         };
@@ -725,7 +856,97 @@ impl ProxyConfig {
             mirror_group_id: self.mirrors.group_id.clone(),
             mirror_session_timeout: Duration::from_millis(self.mirrors.session_timeout_ms),
             mirror_heartbeat_interval: Duration::from_millis(self.mirrors.heartbeat_interval_ms),
+            destination_security,
+            mirror_acls,
         })
+    }
+
+    /// `destination.tls` and `destination.sasl` as the client's [`SecurityConfig`]; files are read and
+    /// PEM parsed here, so every problem names its key.
+    fn destination_security(&self) -> (SecurityConfig, Vec<ConfigProblem>) {
+        let problems = std::cell::RefCell::new(Vec::new());
+        let problem = |key: &str, message: String| problems.borrow_mut().push(ConfigProblem { key: key.to_owned(), message });
+        let read = |key: &str, path: &str| match std::fs::read_to_string(path) {
+            Ok(text) if !text.trim().is_empty() => Some(text),
+            Ok(_) => {
+                problem(key, format!("{path} is empty"));
+                None
+            }
+            Err(e) => {
+                problem(key, format!("cannot read {path}: {e}"));
+                None
+            }
+        };
+        let tls = self.destination.tls.as_ref().map(|t| {
+            let ca = read("destination.tls.ca_file", &t.ca_file);
+            let (cert, key) = match (&t.cert_file, &t.key_file) {
+                (Some(c), Some(k)) => (read("destination.tls.cert_file", c), read("destination.tls.key_file", k)),
+                (None, None) => (None, None),
+                (Some(_), None) => {
+                    problem("destination.tls.key_file", "required with destination.tls.cert_file".to_owned());
+                    (None, None)
+                }
+                (None, Some(_)) => {
+                    problem("destination.tls.cert_file", "required with destination.tls.key_file".to_owned());
+                    (None, None)
+                }
+            };
+            let complete = ca.is_some() && cert.is_some() == t.cert_file.is_some() && key.is_some() == t.key_file.is_some();
+            let settings = TlsSettings {
+                truststore_certificates: ca,
+                keystore_certificate_chain: cert,
+                keystore_key: key,
+                verify_hostname: t.verify_hostname,
+                ..TlsSettings::default()
+            };
+            if complete {
+                if let Err(ClientError::Config { key, message }) = TlsConnector::new(&settings) {
+                    let ours = match key.as_str() {
+                        "ssl.keystore.certificate.chain" => "destination.tls.cert_file",
+                        "ssl.keystore.key" => "destination.tls.key_file",
+                        _ => "destination.tls.ca_file",
+                    };
+                    problem(ours, message);
+                }
+            }
+            settings
+        });
+        let sasl = self.destination.sasl.as_ref().and_then(|s| {
+            let mechanism = SaslMechanism::parse(&s.mechanism);
+            if mechanism.is_none() {
+                problem("destination.sasl.mechanism", format!("{:?} is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", s.mechanism));
+            }
+            if s.username.trim().is_empty() {
+                problem("destination.sasl.username", "must not be empty".to_owned());
+            }
+            let password = match (&s.password, &s.password_file) {
+                (Some(p), None) if !p.is_empty() => Some(p.clone()),
+                (Some(_), None) => {
+                    problem("destination.sasl.password", "is empty".to_owned());
+                    None
+                }
+                (None, Some(path)) => read("destination.sasl.password_file", path).map(|p| p.trim_end_matches(['\n', '\r']).to_owned()),
+                (Some(_), Some(_)) => {
+                    problem("destination.sasl.password", "give destination.sasl.password_file or the password, not both".to_owned());
+                    None
+                }
+                (None, None) => {
+                    problem(
+                        "destination.sasl.password_file",
+                        "required (or the password in KMP_DESTINATION__SASL__PASSWORD)".to_owned(),
+                    );
+                    None
+                }
+            };
+            Some(SaslSettings { mechanism: mechanism?, username: s.username.trim().to_owned(), password: password? })
+        });
+        let protocol = match (tls.is_some(), self.destination.sasl.is_some()) {
+            (false, false) => SecurityProtocol::Plaintext,
+            (true, false) => SecurityProtocol::Ssl,
+            (false, true) => SecurityProtocol::SaslPlaintext,
+            (true, true) => SecurityProtocol::SaslSsl,
+        };
+        (SecurityConfig { protocol, tls: tls.unwrap_or_default(), sasl }, problems.into_inner())
     }
 }
 
@@ -842,6 +1063,74 @@ mod tests {
         assert_eq!(keys, vec!["proxy.tls.cert_file", "proxy.tls.key_file"], "{err}");
         let err = load(&MINIMAL.replace("  advertised_host", "  tls: {cert: x}\n  advertised_host"), &[]).unwrap_err();
         assert!(err.to_string().contains("cert"), "{err}");
+    }
+
+    /// Writes `text` to a fresh file and returns its path.
+    fn temp_file(name: &str, text: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("kmp-config-test-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+
+    #[test]
+    fn destination_security_keys_load_and_hide_the_password() {
+        let password = temp_file("password", "pa55-Word\n");
+        let yaml = MINIMAL.replace(
+            "destination:\n",
+            &format!("destination:\n  sasl: {{mechanism: SCRAM-SHA-512, username: kmp, password_file: {password}}}\n"),
+        );
+        let s = load(&yaml, &[]).unwrap();
+        assert_eq!(s.destination_security.protocol, SecurityProtocol::SaslPlaintext);
+        let sasl = s.destination_security.sasl.clone().unwrap();
+        assert_eq!((sasl.mechanism, sasl.username.as_str(), sasl.password.as_str()), (SaslMechanism::ScramSha512, "kmp", "pa55-Word"));
+        assert!(!format!("{s:?}").contains("pa55-Word"), "password in Debug");
+        assert!(!s.summary().contains("pa55-Word"), "password in the summary");
+        assert!(s.summary().contains("destination_sasl=SCRAM-SHA-512 as kmp"), "{}", s.summary());
+        let client = s.destination_client_config("x");
+        assert_eq!(client.connection.security, s.destination_security);
+
+        // The password from the environment instead of a file.
+        let yaml = MINIMAL.replace("destination:\n", "destination:\n  sasl: {mechanism: PLAIN, username: kmp}\n");
+        let s = load(&yaml, &[("KMP_DESTINATION__SASL__PASSWORD", "from-env")]).unwrap();
+        assert_eq!(s.destination_security.sasl.unwrap().password, "from-env");
+    }
+
+    #[test]
+    fn destination_security_problems_name_their_keys() {
+        let yaml = MINIMAL.replace(
+            "destination:\n",
+            "destination:\n  tls: {ca_file: /nonexistent/ca.pem, cert_file: /nonexistent/c.pem}\n  sasl: {mechanism: GSSAPI, username: \"\"}\n",
+        );
+        let err = load(&yaml, &[]).unwrap_err();
+        let keys: Vec<&str> = err.problems().iter().map(|p| p.key.as_str()).collect();
+        for key in ["destination.tls.ca_file", "destination.tls.key_file", "destination.sasl.mechanism", "destination.sasl.username", "destination.sasl.password_file"] {
+            assert!(keys.contains(&key), "{key} not in {err}");
+        }
+        // A CA file that is not PEM.
+        let not_pem = temp_file("ca.pem", "not a certificate\n");
+        let yaml = MINIMAL.replace("destination:\n", &format!("destination:\n  tls: {{ca_file: {not_pem}}}\n"));
+        let err = load(&yaml, &[]).unwrap_err();
+        assert_eq!(err.problems()[0].key, "destination.tls.ca_file", "{err}");
+        // Unknown keys under destination.tls are named too.
+        let err = load(&MINIMAL.replace("destination:\n", "destination:\n  tls: {ca: x}\n"), &[]).unwrap_err();
+        assert!(err.to_string().contains("ca"), "{err}");
+    }
+
+    #[test]
+    fn mirror_acls_parse_and_bad_entries_are_named() {
+        let yaml = format!(
+            "{MINIMAL}mirrors:\n  acls:\n    - {{principal: \"User:admin\", operation: ALTER}}\n    - {{principal: \"*\", operation: describe, mirror: dr}}\n"
+        );
+        let s = load(&yaml, &[]).unwrap();
+        let acls = s.mirror_acls.unwrap();
+        assert_eq!(acls[0], MirrorAcl { principal: "User:admin".to_owned(), operation: MirrorOperation::Alter, mirror: "*".to_owned() });
+        assert_eq!(acls[1].operation, MirrorOperation::Describe);
+        let yaml = format!("{MINIMAL}mirrors:\n  acls:\n    - {{principal: admin, operation: FLY}}\n");
+        let err = load(&yaml, &[]).unwrap_err();
+        let keys: Vec<&str> = err.problems().iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["mirrors.acls[0].operation", "mirrors.acls[0].principal"], "{err}");
     }
 
     #[test]

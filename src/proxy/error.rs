@@ -26,10 +26,19 @@ pub enum ProxyError {
     /// No destination broker answered at startup.
     #[error("destination.bootstrap_servers: the destination cluster at {bootstrap} is unreachable")]
     DestinationUnreachable { bootstrap: String, source: ClientError },
+    /// The destination refused the proxy's own connection: its credentials (`destination.sasl`) or
+    /// the TLS handshake (`destination.tls`).
+    #[error("{key}: the destination cluster at {bootstrap} refused the proxy's connection")]
+    DestinationRefused {
+        /// `destination.sasl` or `destination.tls`.
+        key: &'static str,
+        bootstrap: String,
+        source: Box<ClientError>,
+    },
     /// The TLS certificate or key cannot be used.
     #[error("{key}: {reason}")]
     Tls {
-        /// `proxy.tls.cert_file` or `proxy.tls.key_file`.
+        /// `proxy.tls.cert_file`, `proxy.tls.key_file`, or a `destination.tls.*` key.
         key: &'static str,
         reason: String,
     },
@@ -44,6 +53,7 @@ impl ProxyError {
         match self {
             Self::Bind { key, .. } => key,
             Self::DestinationUnreachable { .. } => "destination.bootstrap_servers",
+            Self::DestinationRefused { key, .. } => key,
             Self::BrokerListener { .. } => "proxy.broker_port_base",
             Self::Tls { key, .. } => key,
         }
@@ -94,6 +104,13 @@ pub enum SessionError {
         addrs: String,
         #[source]
         source: std::io::Error,
+    },
+    /// The TLS handshake with a destination broker failed (`destination.tls`).
+    #[error("TLS to broker {addr} failed")]
+    UpstreamTls {
+        addr: String,
+        #[source]
+        source: crate::client::ConnectionError,
     },
     /// The broker closed its connection.
     #[error("broker {addr} closed the connection")]

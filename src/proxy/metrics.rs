@@ -25,7 +25,6 @@ const HTTP_READ_TIMEOUT: Duration = Duration::from_secs(5);
 const HTTP_MAX_HEAD: usize = 8 * 1024;
 
 /// The proxy's counters and gauges.
-#[derive(Debug)]
 pub struct Metrics {
     pub(crate) connections_active: AtomicI64,
     pub(crate) connections_total: AtomicU64,
@@ -41,6 +40,14 @@ pub struct Metrics {
     pub(crate) upstream_connect_failures: AtomicU64,
     pub(crate) brokers: AtomicI64,
     pub(crate) ready: AtomicBool,
+    /// More metrics appended to the exposition (the mirror control plane's).
+    pub(crate) extra: Option<Box<dyn Fn() -> String + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").field("connections_active", &self.connections_active).field("brokers", &self.brokers).finish_non_exhaustive()
+    }
 }
 
 impl Default for Metrics {
@@ -60,6 +67,7 @@ impl Default for Metrics {
             upstream_connect_failures: AtomicU64::new(0),
             brokers: AtomicI64::new(0),
             ready: AtomicBool::new(false),
+            extra: None,
         }
     }
 }
@@ -132,6 +140,9 @@ impl Metrics {
         let _ = writeln!(out, "kafka_mirror_proxy_connections_active {}", self.connections_active.load(Ordering::Relaxed));
         let _ = writeln!(out, "# HELP kafka_mirror_proxy_brokers Destination brokers with a listener.\n# TYPE kafka_mirror_proxy_brokers gauge");
         let _ = writeln!(out, "kafka_mirror_proxy_brokers {}", self.brokers.load(Ordering::Relaxed));
+        if let Some(extra) = &self.extra {
+            out.push_str(&extra());
+        }
         out
     }
 }

@@ -36,7 +36,7 @@ use super::mirror_apis::MirrorApiHandler;
 use super::policy::WritePolicy;
 use super::registry::Registry;
 use super::rewrite::{BrokerEndpoint, Endpoint};
-use crate::client::{BackoffConfig, Client, ClientConfig, ConnectionConfig};
+use crate::client::{Client, ClientError, ConnectionError, TlsConnector};
 use crate::mirror::MirrorLookup;
 
 /// Shortest time between two metadata refreshes triggered by requests (unknown topic ids).
@@ -65,6 +65,8 @@ pub(crate) struct Shared {
     client: Option<Client>,
     /// TLS on client connections (`proxy.tls`).
     pub(crate) tls: Option<super::tls::ClientTls>,
+    /// TLS on connections to the destination brokers (`destination.tls`).
+    pub(crate) upstream_tls: Option<TlsConnector>,
     /// The mirror APIs, served by the proxy itself (none: forwarded like any unknown API).
     pub(crate) admin: Option<Arc<dyn MirrorApiHandler>>,
     /// `(api_key, min, max)` of the APIs served here, added to ApiVersions responses.
@@ -87,6 +89,7 @@ impl Shared {
             hard_stop: CancellationToken::new(),
             client: None,
             tls: None,
+            upstream_tls: None,
             served_api_versions: Vec::new(),
             admin,
             last_on_demand_refresh: tokio::sync::Mutex::new(None),
@@ -210,7 +213,8 @@ impl Proxy {
     ///
     /// # Errors
     /// [`ProxyError::DestinationUnreachable`] if no destination broker answers within
-    /// `destination.startup_timeout_ms`; [`ProxyError::Bind`] / [`ProxyError::BrokerListener`] if a
+    /// `destination.startup_timeout_ms`; [`ProxyError::DestinationRefused`] if one refuses the proxy's
+    /// credentials or TLS; [`ProxyError::Tls`] for unusable TLS files; [`ProxyError::Bind`] / [`ProxyError::BrokerListener`] if a
     /// listener cannot be bound.
     pub async fn start(settings: ProxySettings, lookup: Arc<dyn MirrorLookup>, shutdown: CancellationToken) -> Result<Self, ProxyError> {
         Self::start_with_admin(settings, lookup, None, shutdown).await
@@ -232,20 +236,31 @@ impl Proxy {
             Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
             None => None,
         };
-        let client_config = ClientConfig {
-            bootstrap_servers: settings.bootstrap_servers.clone(),
-            connection: ConnectionConfig {
-                client_id: "kafka-mirror-proxy-metadata".to_owned(),
-                connect_timeout: settings.connect_timeout.min(settings.startup_timeout),
-                request_timeout: settings.startup_timeout,
-                ..ConnectionConfig::default()
-            },
-            backoff: BackoffConfig { deadline: settings.startup_timeout, ..BackoffConfig::default() },
+        let upstream_tls = if settings.destination_security.protocol.uses_tls() {
+            Some(TlsConnector::new(&settings.destination_security.tls).map_err(|e| match e {
+                ClientError::Config { key, message } => ProxyError::Tls {
+                    key: match key.as_str() {
+                        "ssl.keystore.certificate.chain" => "destination.tls.cert_file",
+                        "ssl.keystore.key" => "destination.tls.key_file",
+                        _ => "destination.tls.ca_file",
+                    },
+                    reason: message,
+                },
+                other => ProxyError::Tls { key: "destination.tls.ca_file", reason: other.to_string() },
+            })?)
+        } else {
+            None
         };
+        // The proxy's own client: destination.tls and destination.sasl (its own credentials).
+        let mut client_config = settings.destination_client_config("kafka-mirror-proxy-metadata");
+        client_config.connection.connect_timeout = settings.connect_timeout.min(settings.startup_timeout);
+        client_config.connection.request_timeout = settings.startup_timeout;
         let bootstrap = settings.bootstrap_servers.join(",");
-        let client = Client::connect(client_config)
-            .await
-            .map_err(|source| ProxyError::DestinationUnreachable { bootstrap, source })?;
+        let client = Client::connect(client_config).await.map_err(|source| match source.security_failure() {
+            Some(ConnectionError::Authentication { .. }) => ProxyError::DestinationRefused { key: "destination.sasl", bootstrap, source: Box::new(source) },
+            Some(_) => ProxyError::DestinationRefused { key: "destination.tls", bootstrap, source: Box::new(source) },
+            None => ProxyError::DestinationUnreachable { bootstrap, source },
+        })?;
         let bootstrap_listener = TcpListener::bind(settings.listen)
             .await
             .map_err(|source| ProxyError::Bind { key: "proxy.listen", addr: settings.listen, source })?;
@@ -260,17 +275,24 @@ impl Proxy {
         };
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let policy = WritePolicy::new(lookup, settings.refusal_error_code);
+        let mut metrics = Metrics::default();
+        if let Some(admin) = &admin {
+            // The control plane's metrics (instance group, mirror partitions, sync) on the same endpoint.
+            let manager = admin.manager().clone();
+            metrics.extra = Some(Box::new(move || manager.render_metrics()));
+        }
         let shared = Arc::new(Shared {
             connections: Arc::new(Semaphore::new(settings.max_connections)),
             policy,
             registry: Registry::default(),
-            metrics: Arc::new(Metrics::default()),
+            metrics: Arc::new(metrics),
             tracker: TaskTracker::new(),
             // A child: dropping the proxy stops it without cancelling the caller's token.
             shutdown: shutdown.child_token(),
             hard_stop: CancellationToken::new(),
             client: Some(client),
             tls,
+            upstream_tls,
             served_api_versions: if admin.is_some() { crate::admin::api_versions() } else { Vec::new() },
             admin: admin.map(|a| a as Arc<dyn MirrorApiHandler>),
             last_on_demand_refresh: tokio::sync::Mutex::new(None),

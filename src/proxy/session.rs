@@ -173,7 +173,7 @@ where
 {
     let (upstream, upstream_addr) = super::upstream::connect(shared, target).await?;
     debug!(broker.addr = %upstream_addr, "connected upstream");
-    let (upstream_read, upstream_write) = upstream.into_split();
+    let (upstream_read, upstream_write) = tokio::io::split(upstream);
     serve_streams(shared, (client_read, client_write), (upstream_read, upstream_write), &upstream_addr, shutdown).await
 }
 

@@ -2,8 +2,8 @@
 //!
 //! The same certificate serves the bootstrap listener and every broker listener: clients connect
 //! to `proxy.advertised_host` on each port, so the certificate must name that host (DNS or IP SAN).
-//! TLS towards the destination brokers is not built yet: the proxy's metadata client
-//! (`crate::client`) speaks plaintext only.
+//! TLS towards the destination brokers (`destination.tls`) is independent of this: see
+//! `super::upstream` and [`crate::client::TlsConnector`].
 
 use std::path::Path;
 use std::sync::Arc;

@@ -3,21 +3,31 @@
 //! A broker listener's sessions connect to that broker's current address (from the registry); a
 //! bootstrap session connects to any broker, trying the known brokers from a rotating start and then
 //! the configured bootstrap servers. Each attempt is bounded by `destination.connect_timeout_ms`.
+//!
+//! With `destination.tls`, the proxy runs the TLS handshake itself after the TCP connect (the
+//! certificate is checked against `destination.tls.ca_file` and, unless `verify_hostname` is false,
+//! against the broker's host), whether or not the client used TLS to the proxy. No SASL happens here:
+//! the client's own SaslHandshake and SaslAuthenticate pass through to the broker on this connection.
 
 use std::sync::Arc;
 
 use tokio::net::TcpStream;
+
+use crate::client::MaybeTlsStream;
 
 use super::error::SessionError;
 use super::listener::Target;
 use super::metrics::inc;
 use super::server::Shared;
 
-/// Connects to the broker behind `target`; returns the stream and the address used.
+/// Connects to the broker behind `target`; returns the stream (TLS with `destination.tls`) and the
+/// address used.
 ///
 /// # Errors
-/// [`SessionError::UpstreamConnect`] with the last failure if no candidate answered.
-pub(crate) async fn connect(shared: &Arc<Shared>, target: Target) -> Result<(TcpStream, String), SessionError> {
+/// [`SessionError::UpstreamConnect`] with the last failure if no candidate answered;
+/// [`SessionError::UpstreamTls`] at once if a TLS handshake fails (the certificates are the same for
+/// every broker, so trying the next one would not help).
+pub(crate) async fn connect(shared: &Arc<Shared>, target: Target) -> Result<(MaybeTlsStream, String), SessionError> {
     let candidates = match target {
         Target::Broker(id) => shared.registry.upstream_of(id).into_iter().collect(),
         Target::Bootstrap => {
@@ -31,7 +41,16 @@ pub(crate) async fn connect(shared: &Arc<Shared>, target: Target) -> Result<(Tcp
         match tokio::time::timeout(shared.settings.connect_timeout, TcpStream::connect(addr.as_str())).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
-                return Ok((stream, addr.clone()));
+                let Some(tls) = &shared.upstream_tls else {
+                    return Ok((MaybeTlsStream::Plain(stream), addr.clone()));
+                };
+                match tls.connect(addr, stream, shared.settings.connect_timeout).await {
+                    Ok(stream) => return Ok((MaybeTlsStream::Tls(Box::new(stream)), addr.clone())),
+                    Err(source) => {
+                        inc(&shared.metrics.upstream_connect_failures);
+                        return Err(SessionError::UpstreamTls { addr: addr.clone(), source });
+                    }
+                }
             }
             Ok(Err(e)) => last = e,
             Err(_) => last = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"),

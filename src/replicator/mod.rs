@@ -87,6 +87,7 @@ impl Replicator {
                 source_high_watermark: -1,
                 source_last_stable_offset: -1,
                 destination_offset: 0,
+                retry_attempt: 0,
             }))
         });
         entry.lock().unwrap_or_else(std::sync::PoisonError::into_inner).state = state;

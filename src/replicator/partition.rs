@@ -76,6 +76,11 @@ impl PartitionCopier {
         &self.source_topic.name
     }
 
+    fn set_failed(&self, reason: String, retry_attempt: i16) {
+        self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retry_attempt = retry_attempt;
+        self.set_state(PartitionState::Failed { reason });
+    }
+
     fn set_state(&self, state: PartitionState) {
         let mut status = self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if status.state != state {
@@ -110,8 +115,8 @@ impl PartitionCopier {
                 Err(e) if e.is_retriable() => {
                     let reason = e.reason();
                     warn!(topic = %self.topic(), partition = self.partition, %reason, "partition failed; retrying");
-                    self.set_state(PartitionState::Failed { reason });
                     let delay = backoff.next_delay().unwrap_or(self.shared.config.backoff.max);
+                    self.set_failed(reason, i16::try_from(backoff.attempts()).unwrap_or(i16::MAX));
                     tokio::select! {
                         () = cancel.cancelled() => return,
                         () = tokio::time::sleep(delay) => {}
@@ -120,7 +125,7 @@ impl PartitionCopier {
                 Err(e) => {
                     let reason = e.reason();
                     tracing::error!(topic = %self.topic(), partition = self.partition, %reason, "partition FAILED");
-                    self.set_state(PartitionState::Failed { reason });
+                    self.set_failed(reason, -1);
                     return;
                 }
             }

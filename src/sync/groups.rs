@@ -2,10 +2,12 @@
 //! are equal on both sides) and without a leader epoch (spec §5, §7).
 //!
 //! One run: list the source's consumer groups matching the filter; skip groups that have active
-//! members on the destination (they own their offsets there) and names that are a share group on one
-//! side and a consumer group on the other; read each group's committed offsets for the mirror's
-//! topics; clamp each into the destination partition's valid range (log start to what has been
-//! mirrored so far); commit what differs from the destination's current offsets.
+//! members on the destination (they own their offsets there) and names that are a consumer group on
+//! the source and a share group on the destination (the opposite conflict is reported by
+//! [`super::share_groups`], so each conflict is reported once); read each group's committed offsets
+//! for the mirror's topics; clamp each into the destination partition's valid range (log start to
+//! what has been mirrored so far, [`ValidRanges`]); commit what differs from the destination's
+//! current offsets. Share groups are synced by [`super::share_groups`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -84,15 +86,56 @@ pub enum SyncError {
         #[source]
         source: Box<ClientError>,
     },
+    /// The ACL ledger could not be read or written.
+    #[error(transparent)]
+    Ledger(#[from] super::acls::LedgerError),
 }
 
-fn on(side: &'static str, what: impl Into<String>) -> impl FnOnce(ClientError) -> SyncError {
+pub(crate) fn on(side: &'static str, what: impl Into<String>) -> impl FnOnce(ClientError) -> SyncError {
     let what = what.into();
     move |source| SyncError::Cluster { side, what, source: Box::new(source) }
 }
 
+/// The valid offset range of each destination partition of the mirror topics (log start offset to
+/// log end offset, which is what has been mirrored so far), read on first use and kept for one run.
+/// Partitions the destination does not have (yet) have none, so nothing is written for them.
+pub(crate) struct ValidRanges<'a> {
+    destination: &'a Client,
+    /// Partitions per topic in the destination's metadata at the start of the run.
+    known: BTreeMap<String, BTreeSet<i32>>,
+    ranges: BTreeMap<(String, i32), Option<(i64, i64)>>,
+}
+
+impl<'a> ValidRanges<'a> {
+    /// Reads the destination's metadata for `topics` (which must not be empty: an empty list asks
+    /// for every topic).
+    pub(crate) async fn new(destination: &'a Client, topics: &BTreeSet<String>) -> Result<Self, SyncError> {
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        let metadata = destination.refresh_metadata(&names).await.map_err(on("destination", "reading metadata"))?;
+        let known = metadata.topics.into_iter().map(|(name, t)| (name, t.partitions.iter().map(|p| p.partition).collect())).collect();
+        Ok(Self { destination, known, ranges: BTreeMap::new() })
+    }
+
+    /// `offset` clamped into the valid range of `topic`-`partition` on the destination, or `None`
+    /// if that partition is not there (or its offsets cannot be read now: the next run retries).
+    pub(crate) async fn clamp(&mut self, topic: &str, partition: i32, offset: i64) -> Option<i64> {
+        let key = (topic.to_owned(), partition);
+        if !self.ranges.contains_key(&key) {
+            let range = if self.known.get(topic).is_some_and(|p| p.contains(&partition)) {
+                let start = self.destination.list_offset(topic, partition, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted).await;
+                let end = self.destination.list_offset(topic, partition, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await;
+                start.ok().zip(end.ok())
+            } else {
+                None
+            };
+            self.ranges.insert(key.clone(), range);
+        }
+        self.ranges.get(&key).copied().flatten().map(|(start, end)| offset.clamp(start, end))
+    }
+}
+
 /// Consumer groups (classic or KIP-848 protocol), not share, connect or streams groups.
-fn is_consumer_group(g: &ListedGroup) -> bool {
+pub(crate) fn is_consumer_group(g: &ListedGroup) -> bool {
     !g.is_share() && (g.protocol_type == "consumer" || g.protocol_type.is_empty() || g.group_type.eq_ignore_ascii_case("consumer"))
 }
 
@@ -108,6 +151,9 @@ pub async fn sync_group_offsets(
     filter: &GroupFilter,
 ) -> Result<GroupSyncReport, SyncError> {
     let mut report = GroupSyncReport::default();
+    if topics.is_empty() {
+        return Ok(report);
+    }
     let source_groups = source.list_groups().await.map_err(on("source", "listing groups"))?;
     let destination_groups: BTreeMap<String, ListedGroup> = destination
         .list_groups()
@@ -116,20 +162,16 @@ pub async fn sync_group_offsets(
         .into_iter()
         .map(|g| (g.group_id.clone(), g))
         .collect();
-    let mut valid_range: BTreeMap<(String, i32), (i64, i64)> = BTreeMap::new();
+    let mut ranges = ValidRanges::new(destination, topics).await?;
     for group in source_groups.iter().filter(|g| filter.matches(&g.group_id)) {
         let skip = |reason: String| SkippedGroup { group: group.group_id.clone(), reason };
         let there = destination_groups.get(&group.group_id);
-        match (group.is_share(), there.map(ListedGroup::is_share)) {
-            (true, Some(false)) | (false, Some(true)) => {
-                report.skipped.push(skip("a consumer group on one cluster and a share group on the other".to_owned()));
-                continue;
-            }
-            // Share groups' start offsets are synced separately (not yet: issue 7).
-            (true, _) => continue,
-            _ => {}
+        // Share groups, and their name conflicts, are the share group sync's.
+        if group.is_share() || !is_consumer_group(group) {
+            continue;
         }
-        if !is_consumer_group(group) {
+        if there.is_some_and(ListedGroup::is_share) {
+            report.skipped.push(skip("a consumer group on the source and a share group on the destination".to_owned()));
             continue;
         }
         if let Some(t) = there.filter(|t| t.has_active_members()) {
@@ -148,23 +190,9 @@ pub async fn sync_group_offsets(
             if !topics.contains(&topic) {
                 continue;
             }
-            let key = (topic.clone(), partition);
-            let range = match valid_range.get(&key) {
-                Some(r) => *r,
-                None => {
-                    let start = destination.list_offset(&topic, partition, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted).await;
-                    let end = destination.list_offset(&topic, partition, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await;
-                    match (start, end) {
-                        (Ok(s), Ok(e)) => {
-                            valid_range.insert(key.clone(), (s, e));
-                            (s, e)
-                        }
-                        // The destination partition does not exist (yet): nothing to commit there.
-                        _ => continue,
-                    }
-                }
-            };
-            wanted.insert(key, offset.clamp(range.0, range.1));
+            if let Some(clamped) = ranges.clamp(&topic, partition, offset).await {
+                wanted.insert((topic, partition), clamped);
+            }
         }
         if wanted.is_empty() {
             continue;

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!   SyncRunner::run ── every sync.group.offsets.interval.ms ──► groups::sync_group_offsets
+//!                   │                                         └► share_groups::sync_share_group_offsets
 //!                   └─ every metadata.refresh.interval.ms ────► configs, partitions, new topics, ACLs
 //! ```
 //!
@@ -14,11 +15,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{debug, warn};
 
-use super::acls::{AclSync, parse_acl_filters};
+use super::acls::{AclLedger, AclSync, InMemoryAclLedger, parse_acl_filters};
 use super::configs::{ConfigFilter, DEFAULT_EXCLUDED_PROPERTIES, sync_topic_configs};
-use super::groups::{GroupFilter, SyncError, sync_group_offsets};
+use super::groups::{GroupFilter, SkippedGroup, SyncError, sync_group_offsets};
+use super::share_groups::sync_share_group_offsets;
 use super::topics::{DEFAULT_EXCLUDED_TOPICS, TopicPattern, new_matching_topics};
 use crate::client::{AclFilter, Client};
 use crate::report::error_chain;
@@ -31,8 +33,8 @@ pub trait MirroredTopics: Send + Sync + std::fmt::Debug {
     fn topics(&self) -> Vec<String>;
     /// Follows a partition increase of `topic` at the source.
     fn sync_partitions<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<i32, ReplicationError>>;
-    /// Starts copying a new topic.
-    fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, ()>;
+    /// Starts copying a new topic; `Err` with the reason if it was refused.
+    fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<(), String>>;
 }
 
 impl MirroredTopics for Replicator {
@@ -44,8 +46,11 @@ impl MirroredTopics for Replicator {
         Box::pin(Replicator::sync_partitions(self, topic))
     }
 
-    fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, ()> {
-        Box::pin(Replicator::add_topic(self, topic))
+    fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            Replicator::add_topic(self, topic).await;
+            Ok(())
+        })
     }
 }
 
@@ -191,6 +196,8 @@ impl SyncSettings {
 pub enum SyncKind {
     /// Consumer group offsets.
     GroupOffsets,
+    /// Share group start offsets (KIP-932), on the group offsets schedule.
+    ShareGroupOffsets,
     /// Topic configs.
     TopicConfigs,
     /// Partition increases.
@@ -199,6 +206,20 @@ pub enum SyncKind {
     NewTopics,
     /// ACL bindings.
     Acls,
+}
+
+impl SyncKind {
+    /// The name in metrics and describe output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::GroupOffsets => "group_offsets",
+            Self::ShareGroupOffsets => "share_group_offsets",
+            Self::TopicConfigs => "topic_configs",
+            Self::Partitions => "partitions",
+            Self::NewTopics => "new_topics",
+            Self::Acls => "acls",
+        }
+    }
 }
 
 /// The last outcome of one kind of sync.
@@ -210,6 +231,11 @@ pub struct SyncStatus {
     pub last_failure: Option<(SystemTime, String)>,
     /// Failures since the last success.
     pub consecutive_failures: u32,
+    /// Groups the last successful run left alone, and why (group offset syncs only).
+    pub skipped: Vec<SkippedGroup>,
+    /// Why the last successful run did nothing at all, if so (e.g. share groups on a source older
+    /// than Kafka 4.1).
+    pub note: Option<String>,
 }
 
 /// Runs the syncs of one mirror until cancelled.
@@ -224,7 +250,8 @@ pub struct SyncRunner {
 }
 
 impl SyncRunner {
-    /// A runner for the topics `replicator` copies.
+    /// A runner for the topics `replicator` copies. The ACL bindings it creates are remembered in
+    /// memory only, until [`SyncRunner::with_acl_ledger`] gives it a ledger that lasts.
     pub fn new(source: Arc<Client>, destination: Arc<Client>, replicator: Arc<dyn MirroredTopics>, settings: SyncSettings) -> Self {
         Self::with_status(source, destination, replicator, settings, Arc::default())
     }
@@ -238,7 +265,15 @@ impl SyncRunner {
         settings: SyncSettings,
         status: Arc<Mutex<BTreeMap<SyncKind, SyncStatus>>>,
     ) -> Self {
-        Self { source, destination, replicator, settings, status, acl_sync: AclSync::new() }
+        let acl_sync = AclSync::new(String::new(), Arc::new(InMemoryAclLedger::new()));
+        Self { source, destination, replicator, settings, status, acl_sync }
+    }
+
+    /// Keeps the ACL bindings this runner creates in `ledger`, under `mirror`.
+    #[must_use]
+    pub fn with_acl_ledger(mut self, mirror: &str, ledger: Arc<dyn AclLedger>) -> Self {
+        self.acl_sync = AclSync::new(mirror, ledger);
+        self
     }
 
     /// A handle on the status, readable while the runner runs.
@@ -247,12 +282,22 @@ impl SyncRunner {
     }
 
     fn record(&self, kind: SyncKind, outcome: Result<(), String>) {
+        self.record_details(kind, outcome.map(|()| (Vec::new(), None)));
+    }
+
+    /// Records a run's outcome: on success, the groups it skipped and why it did nothing (if so).
+    fn record_details(&self, kind: SyncKind, outcome: Result<(Vec<SkippedGroup>, Option<String>), String>) {
         let mut all = self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let s = all.entry(kind).or_default();
         match outcome {
-            Ok(()) => {
+            Ok((skipped, note)) => {
+                for g in &skipped {
+                    debug!(?kind, group = %g.group, reason = %g.reason, "group skipped");
+                }
                 s.last_success = Some(SystemTime::now());
                 s.consecutive_failures = 0;
+                s.skipped = skipped;
+                s.note = note;
             }
             Err(reason) => {
                 warn!(?kind, %reason, "sync failed; retried at the next interval");
@@ -262,14 +307,17 @@ impl SyncRunner {
         }
     }
 
-    /// One round of the group offset sync.
+    /// One round of the group offset syncs: consumer groups, then share groups. Each has its own
+    /// status; a cluster without share groups does not fail either.
     pub async fn sync_groups_once(&self) {
         if !self.settings.group_offsets {
             return;
         }
         let topics: BTreeSet<String> = self.replicator.topics().into_iter().collect();
         let outcome = sync_group_offsets(&self.source, &self.destination, &topics, &self.settings.groups).await;
-        self.record(SyncKind::GroupOffsets, outcome.map(drop).map_err(|e| error_chain(&e)));
+        self.record_details(SyncKind::GroupOffsets, outcome.map(|r| (r.skipped, None)).map_err(|e| error_chain(&e)));
+        let outcome = sync_share_group_offsets(&self.source, &self.destination, &topics, &self.settings.groups).await;
+        self.record_details(SyncKind::ShareGroupOffsets, outcome.map(|r| (r.skipped, r.unsupported)).map_err(|e| error_chain(&e)));
     }
 
     /// One round of the metadata syncs: configs, partitions, new topics, ACLs.
@@ -295,16 +343,19 @@ impl SyncRunner {
             let mirrored: BTreeSet<String> = topics.iter().cloned().collect();
             match new_matching_topics(&self.source, pattern, &mirrored).await {
                 Ok(new) => {
+                    let mut refused = Vec::new();
                     for t in new {
-                        self.replicator.add_topic(&t).await;
+                        if let Err(reason) = self.replicator.add_topic(&t).await {
+                            refused.push(format!("{t}: {reason}"));
+                        }
                     }
-                    self.record(SyncKind::NewTopics, Ok(()));
+                    self.record(SyncKind::NewTopics, if refused.is_empty() { Ok(()) } else { Err(refused.join("; ")) });
                 }
                 Err(e) => self.record(SyncKind::NewTopics, Err(error_chain(&e))),
             }
         }
         if self.settings.acls {
-            let outcome = self.acl_sync.run(&self.source, &self.destination, &self.settings.acl_filters).await;
+            let outcome = self.acl_sync.run(self.source.as_ref(), self.destination.as_ref(), &self.settings.acl_filters).await;
             self.record(SyncKind::Acls, outcome.map(drop).map_err(|e| error_chain(&e)));
         }
     }

@@ -44,6 +44,16 @@
  *        "timestamp":MS,"timestampType":"CreateTime"|"LogAppendTime"}
  *     Records of different partitions may interleave; within a partition they are in offset order.
  *
+ *   share-consume --topic T --group G --count N [--offset-reset earliest|latest] [--hold]
+ *     A share consumer (KafkaShareConsumer, KIP-932; needs Kafka 4.1+ jars and brokers) in share group G,
+ *     subscribed to T, acknowledging explicitly: polls until N records were delivered, accepts the first N
+ *     in delivery order and releases any others delivered with them, commits the acknowledgements, closes.
+ *     Prints the N accepted records in the consume format, in delivery order. --offset-reset first sets the
+ *     group config share.auto.offset.reset of G (where G starts on a partition it has no start offset for;
+ *     Kafka's default is latest) and waits until the broker shows it. --hold: after the N records, stay in
+ *     the group, accepting whatever arrives (not printed), until stdin ends; then commit and close. Fails
+ *     if N records do not arrive within --timeout-ms.
+ *
  *   admin create-topic --topic T [--partitions N] [--replication-factor R] [--config K=V ...]
  *     Prints {"topic":T}. Defaults: 1 partition, the broker's default replication factor.
  *   admin delete-topic --topic T                      prints {"topic":T}
@@ -76,6 +86,8 @@ import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -94,6 +106,7 @@ import java.util.concurrent.Future;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
@@ -165,6 +178,8 @@ public final class TestClient {
                 return produce(Args.parse(argv, 1));
             case "consume":
                 return consume(Args.parse(argv, 1));
+            case "share-consume":
+                return shareConsume(Args.parse(argv, 1));
             case "admin":
                 if (argv.length < 2) {
                     throw new UsageException("admin needs a subcommand");
@@ -344,6 +359,118 @@ public final class TestClient {
             }
         }
         return 0;
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // share-consume
+
+    private static int shareConsume(Args a) throws Exception {
+        String topic = a.required("topic");
+        String group = a.required("group");
+        int count = Integer.parseInt(a.required("count"));
+        String reset = a.get("offset-reset");
+        if (reset != null) {
+            setGroupConfig(a, group, "share.auto.offset.reset", reset);
+        }
+        Properties p = common(a, "testclient-share-consumer");
+        p.put("group.id", group);
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("share.acknowledgement.mode", "explicit");
+        p.put("request.timeout.ms", "15000");
+        a.applyProps(p);
+
+        // KafkaShareConsumer and AcknowledgeType exist only in Kafka 4.x jars, and this file must also compile
+        // against 3.9 (see the top): so they are reached by reflection.
+        Class<?> consumerClass = Class.forName("org.apache.kafka.clients.consumer.KafkaShareConsumer");
+        Class<?> ackType = Class.forName("org.apache.kafka.clients.consumer.AcknowledgeType");
+        Object accept = enumConstant(ackType, "ACCEPT");
+        Object release = enumConstant(ackType, "RELEASE");
+        Method poll = consumerClass.getMethod("poll", Duration.class);
+        Method acknowledge = consumerClass.getMethod("acknowledge", ConsumerRecord.class, ackType);
+        Method commitSync = consumerClass.getMethod("commitSync");
+        Object consumer = consumerClass.getConstructor(Properties.class).newInstance(p);
+        try {
+            consumerClass.getMethod("subscribe", java.util.Collection.class).invoke(consumer, List.of(topic));
+            long deadline = System.currentTimeMillis() + a.timeoutMs();
+            int accepted = 0;
+            while (accepted < count) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("timed out with " + accepted + " of " + count + " records");
+                }
+                for (ConsumerRecord<byte[], byte[]> r : records(poll.invoke(consumer, Duration.ofMillis(100)))) {
+                    if (accepted < count) {
+                        acknowledge.invoke(consumer, r, accept);
+                        emit(recordJson(r));
+                        accepted++;
+                    } else {
+                        acknowledge.invoke(consumer, r, release);
+                    }
+                }
+            }
+            commitSync.invoke(consumer);
+            OUT.flush();
+            if (a.flag("hold")) {
+                java.util.concurrent.atomic.AtomicBoolean ended = new java.util.concurrent.atomic.AtomicBoolean();
+                Thread stdin = new Thread(() -> {
+                    try {
+                        while (System.in.read() >= 0) {
+                            // until EOF
+                        }
+                    } catch (java.io.IOException e) {
+                        // a broken stdin ends the hold too
+                    }
+                    ended.set(true);
+                });
+                stdin.setDaemon(true);
+                stdin.start();
+                while (!ended.get()) {
+                    for (ConsumerRecord<byte[], byte[]> r : records(poll.invoke(consumer, Duration.ofMillis(100)))) {
+                        acknowledge.invoke(consumer, r, accept);
+                    }
+                }
+                commitSync.invoke(consumer);
+            }
+        } catch (InvocationTargetException e) {
+            throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+        } finally {
+            consumerClass.getMethod("close").invoke(consumer);
+        }
+        return 0;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static ConsumerRecords<byte[], byte[]> records(Object polled) {
+        return (ConsumerRecords<byte[], byte[]>) polled;
+    }
+
+    private static Object enumConstant(Class<?> type, String name) {
+        for (Object constant : type.getEnumConstants()) {
+            if (((Enum<?>) constant).name().equals(name)) {
+                return constant;
+            }
+        }
+        throw new IllegalStateException(type.getName() + " has no " + name);
+    }
+
+    /** Sets a dynamic group config (resource type GROUP, Kafka 4.x) and waits until the broker shows it. */
+    private static void setGroupConfig(Args a, String group, String key, String value) throws Exception {
+        try (Admin admin = Admin.create(common(a, "testclient-admin"))) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.valueOf("GROUP"), group);
+            AlterConfigOp op = new AlterConfigOp(new ConfigEntry(key, value), AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(op))).all().get();
+            long deadline = System.currentTimeMillis() + a.timeoutMs();
+            while (true) {
+                ConfigEntry shown = admin.describeConfigs(List.of(resource)).all().get().get(resource).get(key);
+                if (shown != null && value.equals(shown.value())) {
+                    return;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("group config " + key + "=" + value + " of " + group + " not shown in time");
+                }
+                Thread.sleep(100);
+            }
+        }
     }
 
     private static ObjectNode recordJson(ConsumerRecord<byte[], byte[]> r) {
@@ -587,7 +714,7 @@ public final class TestClient {
 
     /** `--name value` options (repeatable) and `--flag` switches. */
     private static final class Args {
-        private static final Set<String> FLAGS = Set.of("idempotent", "internal");
+        private static final Set<String> FLAGS = Set.of("idempotent", "internal", "hold");
         private final Map<String, List<String>> values = new LinkedHashMap<>();
         private final Set<String> flags = new HashSet<>();
 

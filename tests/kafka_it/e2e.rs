@@ -1,75 +1,20 @@
 //! End to end through the real binaries: `kafka-mirror-proxy` (proxy + control plane) in front of
 //! the destination, `kafka-mirrors` talking to it, Kafka's Java clients through the proxy.
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use kafka_harness::{ConsumeOptions, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client, source, unique_name};
-use serde_json::Value;
 
+use crate::binaries::{ProxyProcess, cli, describe};
 use crate::common::poll_until;
-
-/// The proxy binary, killed when dropped.
-struct ProxyProcess(Child);
-
-impl Drop for ProxyProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn start_proxy(destination: &str, state_topic: &str) -> (ProxyProcess, String) {
-    let port = free_port();
-    let dir = std::env::temp_dir().join(unique_name("kmp-e2e"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("proxy.yaml");
-    let yaml = format!(
-        "proxy:\n  listen: \"127.0.0.1:{port}\"\n  advertised_host: \"127.0.0.1\"\n  broker_port_base: 0\ndestination:\n  bootstrap_servers: \"{destination}\"\nmirrors:\n  state_topic: \"{state_topic}\"\n"
-    );
-    std::fs::write(&file, yaml).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_kafka-mirror-proxy"))
-        .arg("--config")
-        .arg(&file)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    (ProxyProcess(child), format!("127.0.0.1:{port}"))
-}
-
-fn cli(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kafka-mirrors")).args(args).output().expect("kafka-mirrors runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-async fn describe(proxy: &str, mirror: &str) -> Option<Vec<Value>> {
-    let (ok, out, _) = tokio::task::spawn_blocking({
-        let (proxy, mirror) = (proxy.to_owned(), mirror.to_owned());
-        move || cli(&["--bootstrap-server", &proxy, "--describe", "--mirror", &mirror, "--json"])
-    })
-    .await
-    .unwrap();
-    if !ok {
-        return None;
-    }
-    match serde_json::from_str::<Value>(out.trim()).ok()? {
-        Value::Array(rows) => Some(rows),
-        _ => None,
-    }
-}
 
 /// Create, add by regex, MIRRORING with lag 0, produce through the proxy refused, remove (writable),
 /// a producer through the proxy appends at the next offset, consumers through the proxy read it all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_lifecycle_through_the_proxy_binary_and_the_cli() {
     let (src, dst, java) = (source(), destination(), java_client());
-    let (proxy_process, proxy) = start_proxy(&dst.bootstrap(), &unique_name("__e2e_state"));
+    let proxy_process = ProxyProcess::start(&dst.bootstrap(), &unique_name("__e2e_state"), "");
+    let proxy = proxy_process.bootstrap.clone();
     let prefix = unique_name("e2e");
     let topic = format!("{prefix}.orders");
     java.create_topic(&src.bootstrap(), &topic, 2, 1, &[]).unwrap();

@@ -5,10 +5,13 @@
 
 #![allow(clippy::disallowed_methods, reason = "tests time real clusters with std::time::Instant; no paused time here")]
 
+mod binaries;
 mod client;
 mod common;
-mod e2e;
 mod control;
+mod e2e;
+mod instances;
 mod proxy;
 mod replicator;
+mod security;
 mod sync;

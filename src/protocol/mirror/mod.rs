@@ -4,7 +4,7 @@
 //! Owns: the api keys and error codes of the mirror APIs ([`MirrorApiKey`], [`MirrorErrorCode`]),
 //! the message structs ([`messages`]), their wire primitives ([`wire`]), and the request/response
 //! header helpers a server or client needs around a body ([`header`]). Does not own: what the
-//! requests *do* (`admin`, `mirror`) or sockets (`admin::client`, the proxy's listener).
+//! requests *do* (`admin`, `mirror`) or sockets (`client::MirrorAdminClient`, the proxy's listener).
 //!
 //! # Api keys
 //!

@@ -43,25 +43,30 @@ pub(crate) fn broker_properties(
         .filter(|x| !x.broker_only)
         .map(|x| format!("{}@127.0.0.1:{}", x.id, x.controller_port))
         .collect();
+    // A secure cluster adds a CLIENT listener (advertised to clients on it); the brokers keep talking
+    // PLAINTEXT among themselves, and the controllers too.
+    let (listeners, advertised, protocol_map) = match (spec.security, node.client_port) {
+        (Some(security), Some(client_port)) => (
+            format!(
+                "PLAINTEXT://127.0.0.1:{},CLIENT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{}",
+                node.port, node.controller_port
+            ),
+            format!("PLAINTEXT://127.0.0.1:{},CLIENT://127.0.0.1:{client_port}", node.port),
+            format!("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,CLIENT:{}", security.protocol()),
+        ),
+        _ => (
+            format!("PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}", node.port, node.controller_port),
+            format!("PLAINTEXT://127.0.0.1:{}", node.port),
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".to_owned(),
+        ),
+    };
     let mut props: Vec<(String, String)> = vec![
         ("process.roles".into(), "broker,controller".into()),
         ("node.id".into(), node.id.to_string()),
         ("controller.quorum.voters".into(), voters.join(",")),
-        (
-            "listeners".into(),
-            format!(
-                "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
-                node.port, node.controller_port
-            ),
-        ),
-        (
-            "advertised.listeners".into(),
-            format!("PLAINTEXT://127.0.0.1:{}", node.port),
-        ),
-        (
-            "listener.security.protocol.map".into(),
-            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".into(),
-        ),
+        ("listeners".into(), listeners),
+        ("advertised.listeners".into(), advertised),
+        ("listener.security.protocol.map".into(), protocol_map),
         ("controller.listener.names".into(), "CONTROLLER".into()),
         ("inter.broker.listener.name".into(), "PLAINTEXT".into()),
         (
@@ -118,7 +123,7 @@ pub(crate) fn broker_properties(
                 "process.roles" => *value = "broker".into(),
                 // A broker-only node has no controller listener; it reaches the quorum through
                 // `controller.quorum.voters` and `controller.listener.names`.
-                "listeners" => *value = format!("PLAINTEXT://127.0.0.1:{}", node.port),
+                "listeners" => *value = value.split(',').filter(|l| !l.starts_with("CONTROLLER://")).collect::<Vec<_>>().join(","),
                 _ => {}
             }
         }
@@ -211,6 +216,11 @@ pub(crate) fn format_storage(
             for (name, level) in &spec.features {
                 cmd.arg("--feature").arg(format!("{name}={level}"));
             }
+            if spec.security.is_some() {
+                // SCRAM credentials go into the metadata log at format time (KRaft has no ZooKeeper
+                // to write them to later); PLAIN users live in the listener's JAAS line.
+                cmd.args(crate::security::scram_format_args());
+            }
             std::thread::spawn(move || util::run_captured(cmd, None, false, FORMAT_TIMEOUT))
         })
         .collect();
@@ -271,6 +281,7 @@ mod tests {
         let node = Node {
             id: 0,
             port: 1,
+            client_port: None,
             controller_port: 2,
             dir: PathBuf::from("/n"),
             config: PathBuf::new(),

@@ -4,6 +4,8 @@
 //! ```text
 //! JavaClient::produce  --stdin JSON lines-->  java TestClient produce  --stdout {"partition","offset"}-->  Vec<(i32, i64)>
 //! JavaClient::consume                         java TestClient consume  --stdout record JSON-->             Vec<ConsumedRecord>
+//! JavaClient::share_consume                   java TestClient share-consume --stdout record JSON-->        Vec<ConsumedRecord>
+//! JavaClient::share_member                    java TestClient share-consume --hold  (until dropped)        ShareMember
 //! JavaClient::create_topic, offsets, ...      java TestClient admin …  --stdout JSON-->                    typed results
 //! ```
 //!
@@ -285,6 +287,69 @@ impl JavaClient {
         records_from_json(&described, &values)
     }
 
+    /// A share consumer (Kafka 4.1+) in share group `group` receives `count` records of `topic`,
+    /// accepts them (releasing any others delivered with them), commits and leaves. With
+    /// `offset_reset`, the group's `share.auto.offset.reset` is set first. Sorted by (partition,
+    /// offset).
+    ///
+    /// # Errors
+    /// If the consumer fails or `count` records do not arrive within 30 s (the error has its stderr).
+    pub fn share_consume(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        group: &str,
+        count: usize,
+        offset_reset: Option<&str>,
+    ) -> Result<Vec<ConsumedRecord>> {
+        let count = count.to_string();
+        let mut args = strings(&[
+            "share-consume",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--count",
+            &count,
+        ]);
+        if let Some(reset) = offset_reset {
+            args.extend(strings(&["--offset-reset", reset]));
+        }
+        let (described, values) = self.run(&args, None)?;
+        records_from_json(&described, &values)
+    }
+
+    /// A share consumer that joins share group `group` on `topic` and stays a member (accepting
+    /// whatever it receives) until the returned handle is dropped. Returns once the process runs;
+    /// whether it has joined is for the caller to check (ShareGroupDescribe).
+    ///
+    /// # Errors
+    /// If the JVM cannot be started.
+    pub fn share_member(&self, bootstrap: &str, topic: &str, group: &str) -> Result<ShareMember> {
+        let mut cmd = self.command();
+        cmd.args([
+            "share-consume",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--count",
+            "0",
+            "--hold",
+        ]);
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null());
+        let described = util::describe_command(&cmd);
+        let child = cmd
+            .spawn()
+            .map_err(|e| HarnessError::io(format!("starting {described}"), e))?;
+        Ok(ShareMember { child })
+    }
+
     /// Runs `admin <subcommand> --bootstrap <bootstrap> <args>` and returns its JSON lines.
     ///
     /// # Errors
@@ -505,6 +570,28 @@ impl JavaClient {
             &o,
         ];
         self.admin(bootstrap, "commit-offsets", &args).map(drop)
+    }
+}
+
+/// A share group member started by [`JavaClient::share_member`]. Dropping it ends the member's
+/// stdin: it commits, leaves the group and exits (killed if it has not within 30 s).
+#[derive(Debug)]
+pub struct ShareMember {
+    child: std::process::Child,
+}
+
+impl Drop for ShareMember {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -49,6 +49,7 @@ use crate::broker_config::{
 use crate::dist::{self, KafkaDist};
 use crate::error::{HarnessError, Result};
 use crate::ports::pick_port;
+use crate::security::ListenerSecurity;
 use crate::util::{self, TAIL_LINES};
 use crate::wire;
 
@@ -120,6 +121,8 @@ pub struct ClusterSpec {
     /// configured and formatted but not started: [`Cluster::start_broker`] adds one to the running
     /// cluster later, as an operator adds a broker.
     pub spare_brokers: u32,
+    /// A secure client listener (see [`crate::security`]); `None`: clients use the PLAINTEXT one.
+    pub security: Option<ListenerSecurity>,
 }
 
 impl ClusterSpec {
@@ -137,7 +140,17 @@ impl ClusterSpec {
             release_version: None,
             features: Vec::new(),
             spare_brokers: 0,
+            security: None,
         }
+    }
+
+    /// Gives the cluster a `CLIENT` listener with `security` on its own port, which
+    /// [`Cluster::bootstrap`] then names (the PLAINTEXT listener stays, for the brokers themselves and
+    /// [`Cluster::plaintext_bootstrap`]). SASL users are [`crate::SASL_USERS`]; certificates come from
+    /// [`crate::certs`].
+    pub fn secure(mut self, security: ListenerSecurity) -> Self {
+        self.security = Some(security);
+        self
     }
 
     /// Sets the Kafka version.
@@ -182,8 +195,10 @@ impl ClusterSpec {
 pub(crate) struct Node {
     /// KRaft `node.id`.
     pub(crate) id: i32,
-    /// PLAINTEXT (client) port on 127.0.0.1.
+    /// PLAINTEXT (client, or inter-broker on secure clusters) port on 127.0.0.1.
     pub(crate) port: u16,
+    /// The secure `CLIENT` listener's port, on clusters with [`ClusterSpec::security`].
+    pub(crate) client_port: Option<u16>,
     /// CONTROLLER (KRaft quorum) port on 127.0.0.1.
     pub(crate) controller_port: u16,
     /// `node-<id>/`, holding the config, `data/` and the log.
@@ -199,6 +214,10 @@ pub(crate) struct Node {
 impl Node {
     fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    fn client_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port.unwrap_or(self.port))
     }
 }
 
@@ -239,7 +258,10 @@ struct Managed {
 /// test that kills brokers should normally start its own cluster.
 pub struct Cluster {
     name: String,
+    /// What clients use: the secure listener if there is one.
     bootstrap: String,
+    /// The PLAINTEXT listener (the same as `bootstrap` on plain clusters).
+    plaintext_bootstrap: String,
     brokers: Vec<(i32, SocketAddr)>,
     managed: Option<Managed>,
 }
@@ -308,9 +330,14 @@ impl Cluster {
             let node_dir = dir.join(format!("node-{id}"));
             let port = pick_port().map_err(fatal)?;
             let controller_port = pick_port().map_err(fatal)?;
+            let client_port = match spec.security {
+                Some(_) => Some(pick_port().map_err(fatal)?),
+                None => None,
+            };
             nodes.push(Node {
                 id,
                 port,
+                client_port,
                 controller_port,
                 config: node_dir.join("server.properties"),
                 log: node_dir.join("broker.log"),
@@ -318,9 +345,14 @@ impl Cluster {
                 broker_only: id >= spec.brokers as i32,
             });
         }
+        let listener_props = match spec.security {
+            Some(security) => crate::security::listener_properties(security, crate::security::certs()).map_err(fatal)?,
+            None => Vec::new(),
+        };
         for node in &nodes {
             util::create_dir_all(&node.dir).map_err(fatal)?;
-            let props = broker_properties(spec, dist, &nodes, node);
+            let mut props = broker_properties(spec, dist, &nodes, node);
+            props.extend(listener_props.iter().cloned());
             let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
             util::write_file(&node.config, text).map_err(fatal)?;
         }
@@ -331,7 +363,8 @@ impl Cluster {
         let node_count = nodes.len();
         let cluster = Cluster {
             name: spec.name.clone(),
-            bootstrap: nodes.iter().filter(|n| !n.broker_only).map(Node::addr).collect::<Vec<_>>().join(","),
+            bootstrap: nodes.iter().filter(|n| !n.broker_only).map(Node::client_addr).collect::<Vec<_>>().join(","),
+            plaintext_bootstrap: nodes.iter().filter(|n| !n.broker_only).map(Node::addr).collect::<Vec<_>>().join(","),
             brokers: nodes
                 .iter()
                 .map(|n| (n.id, SocketAddr::from(([127, 0, 0, 1], n.port))))
@@ -406,6 +439,7 @@ impl Cluster {
                     brokers.sort();
                     return Ok(Cluster {
                         name,
+                        plaintext_bootstrap: bootstrap.clone(),
                         bootstrap,
                         brokers,
                         managed: None,
@@ -424,9 +458,17 @@ impl Cluster {
         &self.name
     }
 
-    /// Bootstrap servers, `127.0.0.1:p1,127.0.0.1:p2,...`.
+    /// Bootstrap servers of the client listener, `127.0.0.1:p1,127.0.0.1:p2,...`: the secure one on
+    /// clusters started with [`ClusterSpec::secure`].
     pub fn bootstrap(&self) -> String {
         self.bootstrap.clone()
+    }
+
+    /// Bootstrap servers of the PLAINTEXT listener (the brokers' own; the same as
+    /// [`Cluster::bootstrap`] unless the cluster is secure). For test setup that should not depend on
+    /// the security under test, e.g. [`crate::wait_topic_ready`].
+    pub fn plaintext_bootstrap(&self) -> String {
+        self.plaintext_bootstrap.clone()
     }
 
     /// Every node's id and client (PLAINTEXT) address, sorted by id, whether or not it is running now

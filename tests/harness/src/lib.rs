@@ -12,6 +12,9 @@
 //! - [`librdkafka_consume`]: an independent reader (librdkafka through confluent-kafka,
 //!   `tests/clients/dump_records.py`) printing the same records as the Java consumer, for comparisons.
 //! - [`metadata`]: a minimal Metadata v4 request, used for readiness checks.
+//! - [`secure_cluster`]: clusters whose client listener is SASL_PLAINTEXT, SSL (mutual TLS) or
+//!   SASL_SSL, started on first use by the security tests only; [`certs`], [`SASL_USERS`],
+//!   [`client_props`] and [`librdkafka_props`] give clients the matching settings.
 //!
 //! Costs, for planning tests (2 cores): a 1-node cluster starts in about 3 s, a 3-node one in about
 //! 6 s; each [`JavaClient`] call starts a JVM (about 1.3 s); [`librdkafka_consume`] about 0.5 s. So
@@ -41,6 +44,7 @@ mod error;
 mod librdkafka;
 mod ports;
 mod records;
+mod security;
 mod util;
 mod wire;
 
@@ -49,7 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use client::{
     GroupOffset, JavaClient, PartitionOffsets, PartitionProducers, PartitionState, ProducerState,
-    TopicDescription, wait_topic_ready,
+    ShareMember, TopicDescription, wait_topic_ready,
 };
 pub use cluster::{BROKER_START_TIMEOUT, Cluster, ClusterSpec, DEFAULT_BROKER_JVM_OPTS};
 pub use dist::{DEFAULT_KAFKA_VERSION, KafkaDist, default_version, dist};
@@ -58,6 +62,10 @@ pub use librdkafka::{librdkafka_consume, provision_python};
 pub use records::{
     Compression, ConsumeOptions, ConsumedRecord, Isolation, ProduceLine, ProduceOptions,
     ProducerRecord,
+};
+pub use security::{
+    Certs, ListenerSecurity, SASL_MECHANISMS, SASL_USERS, SaslLogin, certs, client_props, librdkafka_props, properties_text,
+    sasl_password,
 };
 pub use util::repo_root;
 pub use wire::{Metadata, MetadataBroker, MetadataPartition, MetadataTopic, metadata};
@@ -111,6 +119,39 @@ pub fn destination3() -> &'static Cluster {
             .prop("transaction.partition.verification.enable", "false")
     })
 }
+
+/// The shared cluster whose client listener has `security` (1 broker of `KAFKA_VERSION`,
+/// `transaction.partition.verification.enable=false` like [`destination`], so it can also be a
+/// mirror destination), started on first use. Only the security tests use these: every other test
+/// stays on the PLAINTEXT clusters. The SASL_PLAINTEXT one ends SASL sessions after 8 s
+/// (`connections.max.reauth.ms`), so that tests see KIP-368 session expiry.
+///
+/// # Panics
+/// If it cannot be started.
+pub fn secure_cluster(security: ListenerSecurity) -> &'static Cluster {
+    static SASL_PLAINTEXT: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    static SSL: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    static SASL_SSL: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    let (cell, name) = match security {
+        ListenerSecurity::SaslPlaintext => (&SASL_PLAINTEXT, "sasl-plaintext"),
+        ListenerSecurity::Ssl => (&SSL, "ssl"),
+        ListenerSecurity::SaslSsl => (&SASL_SSL, "sasl-ssl"),
+    };
+    let result = cell.get_or_init(|| {
+        let mut spec = ClusterSpec::new(name).secure(security).prop("transaction.partition.verification.enable", "false");
+        if security == ListenerSecurity::SaslPlaintext {
+            spec = spec.prop("connections.max.reauth.ms", SASL_SESSION_LIFETIME_MS.to_string());
+        }
+        Cluster::start(spec).map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(cluster) => cluster,
+        Err(message) => panic!("secure Kafka cluster {name:?} is unavailable: {message}"),
+    }
+}
+
+/// `connections.max.reauth.ms` of the SASL_PLAINTEXT [`secure_cluster`].
+pub const SASL_SESSION_LIFETIME_MS: u64 = 8_000;
 
 fn shared(
     cell: &'static OnceLock<Result<Cluster, String>>,

@@ -4,6 +4,7 @@
 //! kafka-harness provision [--version V]...        jars for each version (default $KAFKA_VERSION or 4.4.0),
 //!                                                 the compiled Java test client, and the Python venv
 //! kafka-harness up [--brokers N] [--version V] [--name NAME] [--prop KEY=VALUE]...
+//!                  [--secure SASL_PLAINTEXT|SSL|SASL_SSL]
 //!                                                 start a cluster, print its bootstrap, run until Ctrl-C
 //! ```
 //!
@@ -21,11 +22,13 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use kafka_harness::{Cluster, ClusterSpec, JavaClient, default_version, dist, provision_python};
+use kafka_harness::{
+    Cluster, ClusterSpec, JavaClient, ListenerSecurity, SASL_USERS, client_props, default_version, dist, provision_python,
+};
 
 const USAGE: &str = "usage:
   kafka-harness provision [--version V]...
-  kafka-harness up [--brokers N] [--version V] [--name NAME] [--prop KEY=VALUE]...";
+  kafka-harness up [--brokers N] [--version V] [--name NAME] [--prop KEY=VALUE]... [--secure SASL_PLAINTEXT|SSL|SASL_SSL]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -75,6 +78,16 @@ fn run(args: &[String]) -> Result<(), String> {
                         .map_err(|_| format!("--brokers {n:?} is not a number"))?,
                 );
             }
+            let security = match option(&options, "secure").map(str::to_ascii_uppercase).as_deref() {
+                None => None,
+                Some("SASL_PLAINTEXT") => Some(ListenerSecurity::SaslPlaintext),
+                Some("SSL") => Some(ListenerSecurity::Ssl),
+                Some("SASL_SSL") => Some(ListenerSecurity::SaslSsl),
+                Some(other) => return Err(format!("--secure {other:?} is not SASL_PLAINTEXT, SSL or SASL_SSL")),
+            };
+            if let Some(security) = security {
+                spec = spec.secure(security);
+            }
             for (key, value) in options.iter().filter(|(k, _)| k == "prop") {
                 let (k, v) = value
                     .split_once('=')
@@ -84,6 +97,16 @@ fn run(args: &[String]) -> Result<(), String> {
             let cluster = Cluster::start(spec).map_err(|e| e.to_string())?;
             // Print errors are ignored: `kafka-harness up | head -1` must keep the cluster running.
             say(format_args!("bootstrap={}", cluster.bootstrap()));
+            if let Some(security) = security {
+                // What a Java client (or kafka-mirrors --command-config) needs, for the first user.
+                let (user, password) = SASL_USERS[0];
+                say(format_args!("plaintext_bootstrap={}", cluster.plaintext_bootstrap()));
+                for (k, v) in client_props(security, Some(("SCRAM-SHA-512", user, password))) {
+                    if !k.starts_with("ssl.keystore.") {
+                        say(format_args!("client.{k}={v}"));
+                    }
+                }
+            }
             for id in cluster.node_ids() {
                 if let Some(log) = cluster.log_path(id) {
                     say(format_args!("log={}", log.display()));
