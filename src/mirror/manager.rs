@@ -914,14 +914,28 @@ impl MirrorManager {
             Err(_) => None,
         };
         let isolation = settings.as_ref().map_or(IsolationLevel::ReadCommitted, MirrorSettings::isolation);
+        // Offsets are asked only of partitions that exist on each side (a partition the source
+        // added may not exist on the destination yet): one missing partition would fail the whole
+        // ListOffsets and hide every other offset of the topic.
+        let names: Vec<&str> = topics.iter().map(|(n, _)| n.as_str()).collect();
+        let existing = |metadata: Option<crate::client::Metadata>, topic: &str, wanted: &[i32]| -> Vec<i32> {
+            let count = metadata.and_then(|m| m.topics.get(topic).map(|t| t.partitions.len() as i32)).unwrap_or(0);
+            wanted.iter().copied().filter(|p| *p < count).collect()
+        };
+        let source_metadata = match &source {
+            Some(s) => tokio::time::timeout(timeout, s.refresh_metadata(&names)).await.ok().and_then(Result::ok),
+            None => None,
+        };
+        let destination_metadata = tokio::time::timeout(timeout, self.shared.destination.refresh_metadata(&names)).await.ok().and_then(Result::ok);
         let mut described = Vec::new();
         for (topic, entry) in topics {
             let indexes: Vec<i32> = (0..entry.record.partitions).collect();
             let source_offsets = match &source {
-                Some(s) => list_offsets(s, &topic, &indexes, isolation, timeout).await,
+                Some(s) => list_offsets(s, &topic, &existing(source_metadata.clone(), &topic, &indexes), isolation, timeout).await,
                 None => BTreeMap::new(),
             };
-            let destination_offsets = list_offsets(&self.shared.destination, &topic, &indexes, IsolationLevel::ReadUncommitted, timeout).await;
+            let at_destination = existing(destination_metadata.clone(), &topic, &indexes);
+            let destination_offsets = list_offsets(&self.shared.destination, &topic, &at_destination, IsolationLevel::ReadUncommitted, timeout).await;
             let partitions = indexes
                 .iter()
                 .map(|p| {
@@ -968,6 +982,9 @@ impl Drop for MirrorManager {
 }
 
 async fn list_offsets(client: &Client, topic: &str, partitions: &[i32], isolation: IsolationLevel, timeout: Duration) -> BTreeMap<i32, i64> {
+    if partitions.is_empty() {
+        return BTreeMap::new();
+    }
     match tokio::time::timeout(timeout, client.list_offsets(topic, partitions, OffsetSpec::Latest, isolation)).await {
         Ok(Ok(offsets)) => offsets,
         _ => BTreeMap::new(),

@@ -151,7 +151,9 @@ impl MirrorTopicsView {
         if described.partitions <= record.partitions {
             return Ok(record.partitions);
         }
-        let mut records: Vec<StateRecord> = partition_records(&self.mirror, topic, described.partitions, &PartitionState::Initializing)
+        // A paused topic stays paused; its owner adds the partitions when it resumes.
+        let state = if record.goal == TopicGoal::Pause { PartitionState::Paused } else { PartitionState::Initializing };
+        let mut records: Vec<StateRecord> = partition_records(&self.mirror, topic, described.partitions, &state)
             .into_iter()
             .skip(usize::try_from(record.partitions).unwrap_or(0))
             .collect();

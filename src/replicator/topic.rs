@@ -123,11 +123,23 @@ async fn check_existing(destination: &Client, source_topic: &SourceTopic, wanted
     let name = &source_topic.name;
     let metadata = destination.refresh_metadata(&[name]).await.map_err(unavailable("destination"))?;
     let partitions = metadata.topics.get(name).map_or(0, |t| t.partitions.len() as i32);
-    if partitions != source_topic.partitions {
+    if partitions > source_topic.partitions {
         return Err(ReplicationError::DestinationTopic {
             topic: name.clone(),
             detail: format!("has {partitions} partitions, the source has {}", source_topic.partitions),
         });
+    }
+    if partitions < source_topic.partitions {
+        // The source grew while nobody copied the topic (paused, or its copier moved or stopped
+        // before adding them): add the missing partitions now (spec §7).
+        destination
+            .create_partitions(name, source_topic.partitions, Duration::from_secs(60))
+            .await
+            .map_err(|e| ReplicationError::DestinationTopic { topic: name.clone(), detail: format!("cannot add partitions: {e}") })?;
+        for p in partitions..source_topic.partitions {
+            destination.leader_of(name, p).await.map_err(unavailable("destination"))?;
+        }
+        tracing::info!(topic = %name, from = partitions, to = source_topic.partitions, "destination partitions added to match the source");
     }
     let current = destination.describe_configs(&ConfigResource::Topic(name.clone())).await.map_err(unavailable("destination"))?;
     let ops: Vec<AlterConfigOp> = wanted

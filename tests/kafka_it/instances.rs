@@ -94,12 +94,13 @@ async fn create_and_add(proxy: &str, mirror: &str, pattern: &str, extra: &str) {
 /// Waits until every partition of `mirror` described through `proxy` is `state` with lag 0 (any lag
 /// if `state` is PAUSED, or if `any_lag`, e.g. while the source is being written); the rows then.
 async fn wait_state(proxy: &str, mirror: &str, partitions: usize, state: &str) -> Vec<Value> {
-    wait_rows(proxy, mirror, partitions, state, state == "PAUSED").await
+    wait_rows(proxy, mirror, None, partitions, state, state == "PAUSED").await
 }
 
-async fn wait_rows(proxy: &str, mirror: &str, partitions: usize, state: &str, any_lag: bool) -> Vec<Value> {
+/// As [`wait_state`], for the rows of `topic` only if given.
+async fn wait_rows(proxy: &str, mirror: &str, topic: Option<&str>, partitions: usize, state: &str, any_lag: bool) -> Vec<Value> {
     let settled = poll_until(SETTLE, || async {
-        let rows = describe(proxy, mirror).await?;
+        let rows: Vec<Value> = describe(proxy, mirror).await?.into_iter().filter(|r| topic.is_none_or(|t| r["topic"] == t)).collect();
         for r in &rows {
             assert!(r["state"] != "FAILED", "a partition FAILED: {r}");
         }
@@ -153,7 +154,7 @@ async fn two_instances_share_the_copying_and_the_survivor_takes_over() {
     })
     .await;
     let (in_a, in_b) = split.unwrap_or_else(|| panic!("the instances did not split {all:?}"));
-    wait_rows(&b.bootstrap, &mirror, 16, "MIRRORING", true).await;
+    wait_rows(&b.bootstrap, &mirror, None, 16, "MIRRORING", true).await;
 
     // Kill the instance copying more topics (at least half) while the source is being written.
     let (victim, survivor, moved) = if in_a.len() >= in_b.len() { (&mut a, &b, in_a) } else { (&mut b, &a, in_b) };
@@ -333,6 +334,19 @@ async fn the_owning_instance_keeps_offsets_configs_partitions_and_new_topics_in_
     assert_identical(&s, &d, &first, 3).await;
     assert_identical(&s, &d, &second, 1).await;
 
+    // The source grows while the topic is paused: resuming adds and copies the new partition.
+    let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--pause", "--mirror", &mirror, "--topic", &first]).await;
+    assert!(ok, "--pause: {err}");
+    s.create_partitions(&first, 4, Duration::from_secs(30)).await.unwrap();
+    kafka_harness::wait_topic_ready(&src.bootstrap(), &first, 4, Duration::from_secs(30)).unwrap();
+    write(&first, 4, 8);
+    // The mirror's sync records the new partition while the topic is paused; nothing is copied.
+    wait_rows(&proxy.bootstrap, &mirror, Some(&first), 4, "PAUSED", true).await;
+    let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--resume", "--mirror", &mirror, "--topic", &first]).await;
+    assert!(ok, "--resume: {err}");
+    wait_state(&proxy.bootstrap, &mirror, 5, "MIRRORING").await;
+    assert_identical(&s, &d, &first, 4).await;
+
     // Metrics show the owner's sync runs.
     let metrics = proxy.scrape().await.expect("metrics");
     let key = format!("kafka_mirror_proxy_mirror_sync_consecutive_failures{{mirror=\"{mirror}\",kind=\"group_offsets\"}}");
@@ -343,8 +357,8 @@ async fn the_owning_instance_keeps_offsets_configs_partitions_and_new_topics_in_
     let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--remove", "--mirror", &mirror, "--topic", &first]).await;
     assert!(ok, "--remove: {err}");
     let mut member = crate::sync::GroupMember::join(&proxy.bootstrap, &first, &group);
-    // Partition 2 has no committed offset: it starts at the beginning (auto.offset.reset=earliest).
-    assert_eq!(member.first_offsets(3), [(0, 7), (1, 13), (2, 0)].into());
+    // Partitions 2 and 3 have no committed offset: they start at the beginning (auto.offset.reset=earliest).
+    assert_eq!(member.first_offsets(4), [(0, 7), (1, 13), (2, 0), (3, 0)].into());
     drop(member);
 }
 
