@@ -65,7 +65,8 @@ impl ProxyError {
 /// Who failed: the client ([`SessionError::ClientFrame`], [`SessionError::Malformed`],
 /// [`SessionError::UnsupportedVersion`], [`SessionError::ClientWrite`]), the broker
 /// ([`SessionError::Upstream*`](SessionError::UpstreamConnect), [`SessionError::CorrelationMismatch`],
-/// [`SessionError::Rewrite`] on decode), or the proxy ([`SessionError::Endpoint`]). None is retried by
+/// [`SessionError::Rewrite`] on decode), or the proxy ([`SessionError::Endpoint`],
+/// [`SessionError::MirrorCall`]). None is retried by
 /// the proxy: the client reconnects, as it would after a broker closed its connection.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -76,6 +77,10 @@ pub enum SessionError {
     /// A mirror API request whose header could not be read.
     #[error("malformed mirror API request (correlation id {correlation_id}): {message}")]
     MirrorApi { correlation_id: i32, message: String },
+    /// A mirror API call gave no answer: its task failed, or it was cut off at the end of the
+    /// shutdown grace period. The proxy's fault, not the client's.
+    #[error("mirror API call (correlation id {correlation_id}) gave no answer: {message}")]
+    MirrorCall { correlation_id: i32, message: String },
     /// The client's byte stream could not be framed (oversized, negative length, truncated, reset).
     #[error("client framing failed")]
     ClientFrame(#[source] FrameError),

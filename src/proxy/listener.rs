@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span, warn};
 
+use super::cancel::Cancelled;
 use super::server::Shared;
 use super::session::run_session;
 
@@ -70,8 +71,9 @@ pub(crate) async fn run_listener(shared: Arc<Shared>, listener: TcpListener, tar
             async move {
                 let _permit = permit;
                 tokio::select! {
-                    // Past the grace period: drop the connection.
-                    () = hard_stop.cancelled() => debug!("closed at the end of the grace period"),
+                    // Past the grace period: drop the connection. (Polled on every wake-up of the
+                    // session: `Cancelled` keeps that cheap.)
+                    () = Cancelled::new(hard_stop) => debug!("closed at the end of the grace period"),
                     () = run_session(session_shared, socket, peer, target, session_stop) => {}
                 }
             }

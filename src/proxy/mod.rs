@@ -8,23 +8,29 @@
 //!                                 │    requests half: read frame ─► policy (Produce, DeleteRecords,
 //!                                 │      CreatePartitions, AlterConfigs, IncrementalAlterConfigs)
 //!                                 │      ─► forward (unchanged bytes, or without refused entries)
+//!                                 │      mirror APIs ─► a task of their own (src/admin) ─┐
 //!                                 │    responses half: broker frame ─► rewrite endpoints / cap
-//!                                 │      ApiVersions / merge refusals ─► client, in request order
+//!                                 │      ApiVersions / merge refusals, or the mirror ◄───┘ answer
+//!                                 │      ─► client, in request order
 //!   metadata refresh task ────────┴─► registry: node id ─► (broker address, listener port), topic ids
 //! ```
 //!
 //! Files: [`config`] (YAML + env), `server` (start, drain), `listener` (accept loops), `session`
 //! (one client connection), `upstream` (broker connections), `registry` (brokers and listeners),
+//! `mirror_apis` (the seam to the mirror admin APIs, answered by `src/admin`), `cancel` (a shutdown
+//! signal cheap to poll per request),
 //! `wire` and `requests` (reading untrusted requests), `policy` (what is refused), `rewrite`
 //! (responses), `versions` (ApiVersions), `metrics` (`/metrics`, `/health`).
 //!
 //! Must not touch: replication or mirror state directly; it asks [`crate::mirror::MirrorLookup`]
 //! whether a topic is mirrored.
 
+mod cancel;
 pub mod config;
 mod error;
 mod listener;
 mod metrics;
+mod mirror_apis;
 mod policy;
 mod registry;
 mod requests;

@@ -41,6 +41,7 @@
 //! 5 ms), non-retriable, with the code's generic text ("Request parameters do not satisfy the
 //! configured policy"); like librdkafka they do not surface the per-partition message.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use kafka_protocol::messages::{
@@ -119,19 +120,27 @@ impl WritePolicy {
     /// Checks a scanned write request. `resolve` maps Produce v13 topic ids to names. `None` if
     /// nothing is refused (forward the request unchanged).
     pub(crate) fn check(&self, scanned: &ScannedRequest, resolve: impl Fn(&uuid::Uuid) -> Option<String>) -> Option<Refusals> {
-        let mut keep = Vec::with_capacity(scanned.entries.len());
+        // Nothing is allocated before the first mirror topic: this runs on every Produce request.
+        // `keep` stays empty until then, and from then on has one element per entry seen.
+        let mut keep = Vec::new();
         let mut entries = Vec::new();
-        for entry in &scanned.entries {
+        for (index, entry) in scanned.entries.iter().enumerate() {
             let (name, topic_id) = match &entry.topic {
-                TopicRef::Name(n) => (Some(n.clone()), None),
-                TopicRef::Id(id) => (resolve(id), Some(*id)),
+                TopicRef::Name(n) => (Some(Cow::Borrowed(n.as_str())), None),
+                TopicRef::Id(id) => (resolve(id).map(Cow::Owned), Some(*id)),
                 TopicRef::NotATopic => (None, None),
             };
             let mirrored = name.as_deref().and_then(|n| self.lookup.mirrored_topic(n)).filter(|m| m.state.is_read_only());
             let (Some(name), Some(mirrored)) = (name, mirrored) else {
-                keep.push(Keep::All);
+                if !keep.is_empty() {
+                    keep.push(Keep::All);
+                }
                 continue;
             };
+            let name = name.into_owned();
+            if keep.is_empty() {
+                keep = vec![Keep::All; index];
+            }
             let refuse = match scanned.api_key {
                 ApiKey::IncrementalAlterConfigs => {
                     entry.resource_type == RESOURCE_TYPE_TOPIC

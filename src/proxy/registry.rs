@@ -70,6 +70,11 @@ impl Registry {
         Some(Endpoint { host: advertised_host.to_owned(), port: i32::from(entry.port) })
     }
 
+    /// The proxy endpoint of `node_id` if it has a listener, without counting as a sighting.
+    pub(crate) fn endpoint_of(&self, node_id: i32, advertised_host: &str) -> Option<Endpoint> {
+        self.lock().get(&node_id).map(|e| Endpoint { host: advertised_host.to_owned(), port: i32::from(e.port) })
+    }
+
     /// Records a new broker listener.
     pub(crate) fn insert(&self, node_id: i32, upstream: &str, port: u16, stop: CancellationToken) {
         self.lock().insert(node_id, BrokerEntry { upstream: upstream.to_owned(), port, last_seen: Instant::now(), stop });
@@ -125,6 +130,11 @@ impl Registry {
         map.extend(ids);
     }
 
+    /// True if topic `id` is known.
+    pub(crate) fn knows_topic(&self, id: &uuid::Uuid) -> bool {
+        self.topic_ids.read().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(id)
+    }
+
     /// The name of topic `id`, if known.
     pub(crate) fn topic_name(&self, id: &uuid::Uuid) -> Option<String> {
         self.topic_ids.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).cloned()
@@ -142,6 +152,7 @@ mod tests {
         let stop = CancellationToken::new();
         r.insert(1, "a:1", 5000, stop.clone());
         assert_eq!(r.touch(1, "b:1", "p"), Some(Endpoint { host: "p".to_owned(), port: 5000 }));
+        assert_eq!(r.endpoint_of(1, "q"), Some(Endpoint { host: "q".to_owned(), port: 5000 }));
         assert_eq!(r.upstream_of(1).as_deref(), Some("b:1"));
         assert_eq!(r.bootstrap_candidates(), vec!["b:1".to_owned()]);
         assert_eq!(r.remove_unseen_since(Instant::now() + std::time::Duration::from_secs(1)), vec![1]);
@@ -155,6 +166,7 @@ mod tests {
         let id = uuid::Uuid::from_u128(9);
         r.add_topic_ids(vec![(id, "t".to_owned())]);
         assert_eq!(r.topic_name(&id).as_deref(), Some("t"));
+        assert!(r.knows_topic(&id));
         r.set_topic_ids([]);
         assert_eq!(r.topic_name(&id), None);
     }

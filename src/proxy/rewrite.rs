@@ -3,25 +3,57 @@
 //!
 //! Responses come from our destination brokers, so they are decoded with the `kafka-protocol` crate
 //! (which trusts counts); client requests never are (see [`super::wire`]). Only responses that need a
-//! change are decoded and re-encoded; everything else is forwarded as the broker's bytes. A Fetch
-//! response is decoded only from v16 (the first that can carry leader endpoints, KIP-951), and
-//! re-encoded only if it actually carries some; otherwise its original bytes go to the client.
+//! change are decoded and re-encoded; everything else is forwarded as the broker's bytes. Produce (v10+)
+//! and Fetch (v16+) responses, the ones that can carry KIP-951 leader endpoints, are first walked
+//! without allocating ([`produce_has_node_endpoints`], [`fetch_has_node_endpoints`]) and decoded only
+//! if they actually carry some; otherwise the broker's bytes go to the client.
 //!
-//! Every response that carries broker endpoints, as of Kafka 4.4:
+//! # Endpoint audit, Kafka 4.4
+//! Every message of Kafka 4.4.0 (`common/message/*.json` in kafka-clients 4.4.0, 203 definitions)
+//! with a host/port field, and what the proxy does with it. The proxy fronts the brokers' client
+//! listeners, nothing else: an endpoint is rewritten when it is a broker a client is meant to connect
+//! to, and left alone otherwise.
 //!
-//! | response          | field                               | rewritten          |
-//! |-------------------|-------------------------------------|--------------------|
-//! | Metadata          | `brokers[]`                         | yes                |
-//! | FindCoordinator   | `host`/`port` (v0–3), `coordinators[]` (v4+) | yes       |
-//! | DescribeCluster   | `brokers[]`                         | yes (brokers), controllers (endpoint_type 2) are left as they are |
-//! | Produce           | `node_endpoints` (v10+, KIP-951)    | yes                |
-//! | Fetch             | `node_endpoints` (v16+, KIP-951)    | yes                |
-//! | ShareFetch        | `node_endpoints`                    | yes                |
-//! | ShareAcknowledge  | `node_endpoints`                    | yes                |
-//! | DescribeQuorum    | `nodes[].listeners` (controllers)   | no: the proxy does not front controllers |
+//! | message (api key)                     | field                                        | proxy                | why |
+//! |---------------------------------------|----------------------------------------------|----------------------|-----|
+//! | MetadataResponse (3)                  | `brokers[]`                                  | rewritten            | the brokers clients connect to |
+//! | FindCoordinatorResponse (10)          | `host`/`port` (v0–3), `coordinators[]` (v4+) | rewritten            | the coordinator is a broker |
+//! | DescribeClusterResponse (60)          | `brokers[]`, `endpoint_type` 1 (brokers)     | rewritten            | brokers, as in Metadata |
+//! | DescribeClusterResponse (60)          | `brokers[]`, `endpoint_type` 2 (controllers) | unchanged            | controllers (KIP-919); a broker answers such a request with MISMATCHED_ENDPOINT_TYPE anyway |
+//! | ProduceResponse (0)                   | `node_endpoints` (v10+, tagged, KIP-951)     | rewritten            | new leaders, clients connect to them |
+//! | FetchResponse (1)                     | `node_endpoints` (v16+, tagged, KIP-951)     | rewritten            | the same |
+//! | ShareFetchResponse (78)               | `node_endpoints`                             | rewritten (v1)       | the same, for share consumers (KIP-932) |
+//! | ShareAcknowledgeResponse (79)         | `node_endpoints`                             | rewritten (v1)       | the same |
+//! | DescribeQuorumResponse (55)           | `nodes[].listeners` (v2+, KIP-853)           | unchanged            | the KRaft controllers' own listeners (e.g. `CONTROLLER://host:9093`), shown by `kafka-metadata-quorum describe`; no client connects to them from this answer, and the proxy has no controller listener to map them to (a broker listener in their place would send controller RPCs to brokers) |
+//! | AddRaftVoterRequest (80)              | `listeners[]`                                | unchanged            | a new controller's own listeners, given by the operator; the quorum must use them as they are |
+//! | StreamsGroupHeartbeatRequest/Response (88) | `user_endpoint`, `partitions_by_user_endpoint` | unchanged    | Kafka Streams application endpoints for interactive queries (KIP-1071), not brokers |
+//! | StreamsGroupDescribeResponse (89)     | `members[].user_endpoint`                    | unchanged            | the same |
+//! | VoteResponse (52), BeginQuorumEpochRequest/Response (53), EndQuorumEpochRequest/Response (54), FetchSnapshotResponse (59), UpdateRaftVoterRequest/Response (82) | leader / voter endpoints (KIP-853) | not seen | controller-to-controller RPCs: only controller listeners serve them, and brokers do not advertise them |
+//! | BrokerRegistrationRequest (62), ControllerRegistrationRequest (70) | `listeners[]`              | not seen             | broker/controller to controller only |
+//! | VotersRecord                          | voter endpoints                              | not seen             | a metadata log record, not a client message |
+//!
+//! Fields named `*Host` that are not endpoints are forwarded unchanged and say something about the
+//! proxy: `client_host` of DescribeGroups (15), ConsumerGroupDescribe (69), ShareGroupDescribe (77) and
+//! StreamsGroupDescribe (89) members is the address the broker sees, that is the proxy's; ACL `host`
+//! (CreateAcls 30, DescribeAcls 29, DeleteAcls 31) is matched by the broker against the proxy's
+//! address too, so host-restricted ACLs do not work through the proxy. DescribeTopicPartitions (75)
+//! names nodes by id only (clients resolve them through Metadata). GetTelemetrySubscriptions (71) and
+//! PushTelemetry (72) carry no endpoints.
+//!
+//! Tests through the proxy with real clients: Metadata, FindCoordinator and DescribeCluster by the Java
+//! admin client, console consumers (classic and KIP-848 groups), librdkafka, franz-go and KafkaJS;
+//! Produce/Fetch leader endpoints by a Produce v12 and a Fetch v17 sent to a broker that does not
+//! lead (the real broker's NOT_LEADER_OR_FOLLOWER answer names the leader at the proxy's listener),
+//! by the leader-change test with the Java clients, and by the unit tests below;
+//! ShareFetch/ShareAcknowledge by `kafka-console-share-consumer` at v1 (the proxy's cap, see
+//! [`super::versions`]); DescribeQuorum by `kafka-metadata-quorum describe --status` (answer as
+//! directly, controller endpoints unchanged). All in `tests/kafka_it/proxy.rs`.
 //!
 //! # References
 //! - KIP-951 (leader discovery optimisations): <https://cwiki.apache.org/confluence/x/kQmzDw>
+//! - KIP-853 (KRaft controller membership changes):
+//!   <https://cwiki.apache.org/confluence/display/KAFKA/KIP-853%3A+KRaft+Controller+Membership+Changes>
+//! - KIP-932 (share groups): <https://cwiki.apache.org/confluence/display/KAFKA/KIP-932%3A+Queues+for+Kafka>
 
 use std::collections::HashMap;
 
@@ -150,6 +182,65 @@ pub(crate) fn fetch_has_node_endpoints(body: &[u8]) -> Result<bool, super::wire:
         }
         r.skip_tagged_fields()?;
     }
+    has_tag_0(&mut r)
+}
+
+/// True if `frame` (a whole response) is a Produce (v10+) or Fetch (v16+) response that carries no
+/// KIP-951 leader endpoints, so it can be forwarded as it is; false for every other response, and for
+/// one that does not walk cleanly (the full decode then reports the problem).
+pub(crate) fn carries_no_endpoints(api_key: ApiKey, api_version: i16, frame: &Bytes) -> bool {
+    let walk = match api_key {
+        ApiKey::Produce if api_version >= 10 => produce_has_node_endpoints,
+        ApiKey::Fetch if api_version >= 16 => |body: &[u8], _| fetch_has_node_endpoints(body),
+        _ => return false,
+    };
+    split_response(frame.clone(), api_key, api_version).is_ok_and(|(_, body)| walk(&body, api_version) == Ok(false))
+}
+
+/// True if a Produce response body (v10+, flexible) carries the top-level `node_endpoints` tagged
+/// field (tag 0, KIP-951). Like [`fetch_has_node_endpoints`]: a walk over the partition results
+/// without allocating, so a Produce response without a leader change (nearly all of them) is
+/// forwarded as the broker's bytes instead of being decoded and dropped.
+///
+/// # Errors
+/// A body that does not match the schema (the caller then decodes it fully and reports that).
+pub(crate) fn produce_has_node_endpoints(body: &[u8], api_version: i16) -> Result<bool, super::wire::WireError> {
+    use super::wire::Reader;
+    let mut r = Reader::new(body);
+    let topics = r.array_len(true, 3, "responses")?.unwrap_or(0);
+    for _ in 0..topics {
+        if api_version >= 13 {
+            r.uuid("topic_id")?;
+        } else {
+            r.skip_bytes(true, "name")?;
+        }
+        // 33 bytes at least: index, error code, three offsets, two empty arrays/strings, tags.
+        let partitions = r.array_len(true, 33, "partition_responses")?.unwrap_or(0);
+        for _ in 0..partitions {
+            r.i32("index")?;
+            r.i16("error_code")?;
+            r.i64("base_offset")?;
+            r.i64("log_append_time_ms")?;
+            r.i64("log_start_offset")?;
+            if let Some(n) = r.array_len(true, 6, "record_errors")? {
+                for _ in 0..n {
+                    r.i32("batch_index")?;
+                    r.skip_bytes(true, "batch_index_error_message")?;
+                    r.skip_tagged_fields()?;
+                }
+            }
+            r.skip_bytes(true, "error_message")?;
+            r.skip_tagged_fields()?;
+        }
+        r.skip_tagged_fields()?;
+    }
+    r.i32("throttle_time_ms")?;
+    has_tag_0(&mut r)
+}
+
+/// Reads the top-level tagged fields at the end of a body: true if tag 0 is present with more than
+/// an empty array, and nothing follows.
+fn has_tag_0(r: &mut super::wire::Reader<'_>) -> Result<bool, super::wire::WireError> {
     let count = r.uvarint()?;
     let mut found = false;
     for _ in 0..count {
@@ -468,12 +559,99 @@ mod tests {
                     response.node_endpoints.push(n);
                 }
                 let frame = Decoded::Fetch(response).encode(ApiKey::Fetch, v, 1).unwrap();
+                assert_eq!(carries_no_endpoints(ApiKey::Fetch, v, &frame), !with_endpoints, "v{v}");
+                assert!(!carries_no_endpoints(ApiKey::Metadata, v, &frame), "only Produce and Fetch are walked");
                 let (_, body) = split_response(frame, ApiKey::Fetch, v).unwrap();
                 assert_eq!(fetch_has_node_endpoints(&body), Ok(with_endpoints), "v{v}");
                 assert!(fetch_has_node_endpoints(&body[..body.len() - 1]).is_err());
             }
         }
         assert!(!needs_decode(ApiKey::Produce, 9));
+        // The smallest real answer: one topic, one partition, nothing optional (what a broker sends
+        // for a one-record produce without a leader change).
+        for v in 10..=13 {
+            let mut response = ProduceResponse::default();
+            let mut topic = kafka_protocol::messages::produce_response::TopicProduceResponse::default();
+            topic.name = kafka_protocol::messages::TopicName(StrBytes::from_static_str("t"));
+            topic.partition_responses.push(kafka_protocol::messages::produce_response::PartitionProduceResponse::default());
+            response.responses.push(topic);
+            let frame = Decoded::Produce(response).encode(ApiKey::Produce, v, 1).unwrap();
+            let (_, body) = split_response(frame, ApiKey::Produce, v).unwrap();
+            assert_eq!(produce_has_node_endpoints(&body, v), Ok(false), "v{v}");
+        }
+        // The same for Produce v10–13 (by name up to v12, by topic id from v13), with record errors.
+        for v in 10..=13 {
+            for with_endpoints in [false, true] {
+                let mut response = ProduceResponse::default();
+                let mut topic = kafka_protocol::messages::produce_response::TopicProduceResponse::default();
+                topic.name = kafka_protocol::messages::TopicName(StrBytes::from_static_str("orders"));
+                topic.topic_id = uuid::Uuid::from_u128(7);
+                for p in 0..3 {
+                    let mut part = kafka_protocol::messages::produce_response::PartitionProduceResponse::default();
+                    part.index = p;
+                    part.base_offset = 100;
+                    part.error_message = (p == 1).then(|| StrBytes::from_static_str("bad batch"));
+                    part.record_errors = vec![kafka_protocol::messages::produce_response::BatchIndexAndErrorMessage::default()];
+                    part.current_leader.leader_id = BrokerId(2);
+                    topic.partition_responses.push(part);
+                }
+                response.responses.push(topic);
+                if with_endpoints {
+                    let mut n = kafka_protocol::messages::produce_response::NodeEndpoint::default();
+                    n.node_id = BrokerId(2);
+                    n.host = StrBytes::from_static_str("b");
+                    response.node_endpoints.push(n);
+                }
+                let frame = Decoded::Produce(response).encode(ApiKey::Produce, v, 1).unwrap();
+                assert_eq!(carries_no_endpoints(ApiKey::Produce, v, &frame), !with_endpoints, "v{v}");
+                let (_, body) = split_response(frame, ApiKey::Produce, v).unwrap();
+                assert_eq!(produce_has_node_endpoints(&body, v), Ok(with_endpoints), "v{v}");
+                assert!(produce_has_node_endpoints(&body[..body.len() - 1], v).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn share_fetch_share_acknowledge_and_describe_cluster() {
+        let map = HashMap::from([(4, Endpoint { host: "proxy".to_owned(), port: 7004 })]);
+        let node = || {
+            let mut n = kafka_protocol::messages::share_fetch_response::NodeEndpoint::default();
+            n.node_id = BrokerId(4);
+            n.host = StrBytes::from_static_str("broker-4");
+            n.port = 9092;
+            n
+        };
+        let mut fetch = ShareFetchResponse::default();
+        fetch.node_endpoints.push(node());
+        let mut ack = ShareAcknowledgeResponse::default();
+        let mut n = kafka_protocol::messages::share_acknowledge_response::NodeEndpoint::default();
+        n.node_id = BrokerId(4);
+        n.host = StrBytes::from_static_str("broker-4");
+        ack.node_endpoints.push(n);
+        for (key, decoded) in [(ApiKey::ShareFetch, Decoded::ShareFetch(fetch)), (ApiKey::ShareAcknowledge, Decoded::ShareAcknowledge(ack))] {
+            let frame = decoded.encode(key, 1, 3).unwrap();
+            let (_, body) = split_response(frame, key, 1).unwrap();
+            let mut d = Decoded::decode(key, 1, body).unwrap();
+            assert_eq!(d.broker_endpoints().len(), 1, "{key:?}");
+            d.apply_endpoints(&map);
+            assert_eq!(d.broker_endpoints(), vec![(4, "proxy".to_owned(), 7004)], "{key:?}");
+        }
+        // DescribeCluster: brokers are rewritten, controllers (endpoint_type 2) are not ours to map.
+        for endpoint_type in [1, 2] {
+            let mut r = DescribeClusterResponse::default();
+            r.endpoint_type = endpoint_type;
+            let mut b = kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker::default();
+            b.broker_id = BrokerId(4);
+            b.host = StrBytes::from_static_str("node-4");
+            b.port = 9093;
+            r.brokers.push(b);
+            let mut d = Decoded::DescribeCluster(r);
+            d.apply_endpoints(&map);
+            let Decoded::DescribeCluster(r) = &d else { unreachable!() };
+            let got = (r.brokers[0].host.to_string(), r.brokers[0].port);
+            let expected = if endpoint_type == 1 { ("proxy".to_owned(), 7004) } else { ("node-4".to_owned(), 9093) };
+            assert_eq!(got, expected, "endpoint_type {endpoint_type}");
+        }
     }
 
     #[test]

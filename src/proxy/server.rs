@@ -32,6 +32,7 @@ use super::config::ProxySettings;
 use super::error::ProxyError;
 use super::listener::{Target, run_listener};
 use super::metrics::{Metrics, serve_http};
+use super::mirror_apis::MirrorApiHandler;
 use super::policy::WritePolicy;
 use super::registry::Registry;
 use super::rewrite::{BrokerEndpoint, Endpoint};
@@ -59,20 +60,43 @@ pub(crate) struct Shared {
     pub(crate) shutdown: CancellationToken,
     /// End of the grace period: drop whatever is left.
     pub(crate) hard_stop: CancellationToken,
-    /// Our own client of the destination, for metadata.
-    client: Client,
+    /// Our own client of the destination, for metadata. `None` only in session unit tests, which
+    /// have no destination (metadata refreshes are then skipped).
+    client: Option<Client>,
     /// TLS on client connections (`proxy.tls`).
     pub(crate) tls: Option<super::tls::ClientTls>,
     /// TLS on connections to the destination brokers (`destination.tls`).
     pub(crate) upstream_tls: Option<TlsConnector>,
     /// The mirror APIs, served by the proxy itself (none: forwarded like any unknown API).
-    pub(crate) admin: Option<Arc<crate::admin::AdminHandler>>,
+    pub(crate) admin: Option<Arc<dyn MirrorApiHandler>>,
     /// `(api_key, min, max)` of the APIs served here, added to ApiVersions responses.
     pub(crate) served_api_versions: Vec<(i16, i16, i16)>,
     last_on_demand_refresh: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl Shared {
+    /// Shared state for session unit tests: no destination client, no listeners, an in-memory
+    /// mirror lookup with nothing mirrored.
+    #[cfg(test)]
+    pub(crate) fn for_tests(settings: ProxySettings, admin: Option<Arc<dyn MirrorApiHandler>>) -> Arc<Self> {
+        Arc::new(Self {
+            connections: Arc::new(Semaphore::new(settings.max_connections)),
+            policy: WritePolicy::new(Arc::new(crate::mirror::InMemoryMirrorLookup::new()), settings.refusal_error_code),
+            registry: Registry::default(),
+            metrics: Arc::new(Metrics::default()),
+            tracker: TaskTracker::new(),
+            shutdown: CancellationToken::new(),
+            hard_stop: CancellationToken::new(),
+            client: None,
+            tls: None,
+            upstream_tls: None,
+            served_api_versions: Vec::new(),
+            admin,
+            last_on_demand_refresh: tokio::sync::Mutex::new(None),
+            settings,
+        })
+    }
+
     /// The proxy endpoints of `nodes`, creating listeners for brokers seen for the first time.
     ///
     /// # Errors
@@ -142,7 +166,8 @@ impl Shared {
     }
 
     async fn refresh_once(self: &Arc<Self>) {
-        match self.client.metadata(&[]).await {
+        let Some(client) = &self.client else { return };
+        match client.metadata(&[]).await {
             Ok(md) => {
                 let nodes: Vec<BrokerEndpoint> = md.brokers.values().map(|b| (b.id, b.host.clone(), b.port)).collect();
                 if let Err(error) = self.endpoints_for(&nodes).await {
@@ -265,16 +290,16 @@ impl Proxy {
             // A child: dropping the proxy stops it without cancelling the caller's token.
             shutdown: shutdown.child_token(),
             hard_stop: CancellationToken::new(),
-            client,
+            client: Some(client),
             tls,
             upstream_tls,
             served_api_versions: if admin.is_some() { crate::admin::api_versions() } else { Vec::new() },
-            admin,
+            admin: admin.map(|a| a as Arc<dyn MirrorApiHandler>),
             last_on_demand_refresh: tokio::sync::Mutex::new(None),
             settings,
         });
         // Listeners for every broker known now, before the bootstrap listener accepts anyone.
-        let md = shared.client.cached_metadata();
+        let md = shared.client.as_ref().map(Client::cached_metadata).unwrap_or_default();
         let nodes: Vec<BrokerEndpoint> = md.brokers.values().map(|b| (b.id, b.host.clone(), b.port)).collect();
         shared.endpoints_for(&nodes).await?;
         shared.registry.set_topic_ids(md.topics.values().filter(|t| !t.topic_id.is_nil()).map(|t| (t.topic_id, t.name.clone())));
@@ -307,10 +332,10 @@ impl Proxy {
         &self.shared.metrics
     }
 
-    /// The proxy endpoint of broker `node_id` (`host:port`), if it has a listener.
+    /// The proxy endpoint of broker `node_id` (`host:port`), if it has a listener. Asking does not
+    /// count as seeing the broker (it does not postpone the removal of a broker that left).
     pub fn broker_endpoint(&self, node_id: i32) -> Option<String> {
-        let upstream = self.shared.registry.upstream_of(node_id)?;
-        self.shared.registry.touch(node_id, &upstream, &self.shared.settings.advertised_host).map(|e| format!("{}:{}", e.host, e.port))
+        self.shared.registry.endpoint_of(node_id, &self.shared.settings.advertised_host).map(|e| format!("{}:{}", e.host, e.port))
     }
 
     /// Waits for the shutdown token, then drains: listeners stop accepting, sessions answer what is

@@ -16,6 +16,19 @@
 //! an ApiVersions version it cannot decode) become local entries in the same queue, so the client
 //! sees responses in request order. Produce with `acks=0` gets no entry: the broker sends no response.
 //!
+//! Mirror API requests (spec §8) are answered by the proxy too, but a call may take long
+//! (RemoveTopicsFromMirror waits up to 30 s for the partitions to stop), so each runs in its own task
+//! (on the proxy's task tracker) and its entry in the queue is that task's handle: the requests half
+//! goes on reading and forwarding the connection's other requests, and the responses half waits for
+//! the call when its entry is the oldest, so its answer still goes out in request order. Every entry,
+//! a running call included, holds one of the `max_in_flight_per_connection` slots, reserved before
+//! the request is handled.
+//!
+//! ```text
+//!   requests:   [mirror call c1] [Produce c2] [Fetch c3]        c2, c3 forwarded at once
+//!   responses:  wait c1's task ─► c1 ─► broker's c2 ─► broker's c3   (buffered by the socket meanwhile)
+//! ```
+//!
 //! The two halves run as two futures in the session's task (not two tasks), so they cannot deadlock
 //! on each other: a broker that blocks on writing a large response is still read while the requests
 //! half waits to write a large request.
@@ -28,29 +41,35 @@
 //!    metadata, as after a broker failure;
 //! 4. shutdown: the requests half stops reading, the responses half answers everything in flight,
 //!    then the connection closes (all under the proxy's grace period).
+//!
+//! A mirror API call outlives its connection if the client goes away (the call is not cancel safe,
+//! see [`super::mirror_apis::MirrorApiHandler::handle`]); it ends at the latest at the end of the
+//! grace period.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
+use bytes::{Buf as _, Bytes};
 use futures_util::StreamExt;
 use kafka_protocol::messages::ApiKey;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, trace, warn};
+use tracing::{Instrument, debug, info, trace, warn};
 
+use super::cancel::Cancelled;
 use super::error::SessionError;
 use super::listener::Target;
 use super::metrics::{add, inc};
+use super::mirror_apis::MirrorApiHandler;
 use super::policy::Refusals;
 use super::requests::{ScannedRequest, TopicRef, rebuild, scan_request};
-use super::rewrite::{Decoded, fetch_has_node_endpoints, needs_decode, split_response, unsupported_api_versions};
+use super::rewrite::{Decoded, carries_no_endpoints, needs_decode, split_response, unsupported_api_versions};
 use super::server::Shared;
 use super::versions::is_supported;
 use super::wire::{Reader, RequestHead, request_body_offset};
@@ -58,8 +77,6 @@ use crate::protocol::FrameDecoder;
 
 /// Longest a client's TLS handshake may take.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// Capacity of the buffered writers, bytes. Frames larger than this bypass the buffer.
-const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 /// What the responses half must do for one request, in request order.
 #[derive(Debug)]
@@ -68,6 +85,16 @@ pub(crate) enum Pending {
     Local(Bytes),
     /// The broker answers this request.
     Upstream(Expected),
+    /// A mirror API call running in its own task.
+    Mirror(MirrorCall),
+}
+
+/// A mirror API call in flight: its task yields the response body (`None`: not a mirror API, or
+/// dropped at the end of the grace period).
+#[derive(Debug)]
+pub(crate) struct MirrorCall {
+    correlation_id: i32,
+    task: JoinHandle<Option<Bytes>>,
 }
 
 /// A request sent to the broker, waiting for its response.
@@ -147,17 +174,35 @@ where
     let (upstream, upstream_addr) = super::upstream::connect(shared, target).await?;
     debug!(broker.addr = %upstream_addr, "connected upstream");
     let (upstream_read, upstream_write) = tokio::io::split(upstream);
+    serve_streams(shared, (client_read, client_write), (upstream_read, upstream_write), &upstream_addr, shutdown).await
+}
+
+/// Serves one client connection over an established broker connection (both as read and write halves).
+async fn serve_streams<R, W, UR, UW>(
+    shared: &Arc<Shared>,
+    (client_read, client_tx): (R, W),
+    (upstream_read, upstream_tx): (UR, UW),
+    upstream_addr: &str,
+    shutdown: &CancellationToken,
+) -> Result<(), SessionError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+    UR: AsyncRead + Unpin,
+    UW: AsyncWrite + Unpin,
+{
     let client_rx = FramedRead::new(client_read, FrameDecoder::new(shared.settings.max_frame_bytes));
     let upstream_rx = FramedRead::new(upstream_read, FrameDecoder::new(shared.settings.max_response_bytes));
-    let client_tx = BufWriter::with_capacity(WRITE_BUFFER_BYTES, client_write);
-    let upstream_tx = BufWriter::with_capacity(WRITE_BUFFER_BYTES, upstream_write);
     let (pending_tx, pending_rx) = mpsc::channel(shared.settings.max_in_flight_per_connection);
     let state = SessionState::default();
 
-    let requests = requests_half(shared, &state, client_rx, upstream_tx, &upstream_addr, pending_tx, shutdown);
-    let responses = responses_half(shared, &state, upstream_rx, client_tx, &upstream_addr, pending_rx);
+    let requests = requests_half(shared, &state, client_rx, upstream_tx, upstream_addr, pending_tx, shutdown);
+    let responses = responses_half(shared, &state, upstream_rx, client_tx, upstream_addr, pending_rx);
     tokio::pin!(requests, responses);
     tokio::select! {
+        // Biased: both halves are polled on every wake-up anyway, and a fixed order saves the random
+        // pick on the per-request path.
+        biased;
         end = &mut requests => match end? {
             RequestsEnd::ClientClosed => Ok(()),
             // The pending sender is dropped with the requests half, so the responses half ends once
@@ -168,14 +213,16 @@ where
     }
 }
 
-/// Writes one frame (length prefix + body) and flushes.
+/// Writes one frame (length prefix + body) and flushes. Prefix and body go out in one vectored write
+/// (one `writev` on TCP, one record with TLS), without copying the body into a buffer first.
 ///
 /// # Cancel safety
 /// Not cancel safe (a partial frame may be written); it is never used inside `select!`.
-async fn write_frame<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, body: &[u8]) -> std::io::Result<()> {
+async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, body: Bytes) -> std::io::Result<()> {
     let len = i32::try_from(body.len()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "frame over 2 GiB"))?;
-    w.write_all(&len.to_be_bytes()).await?;
-    w.write_all(body).await?;
+    let prefix = len.to_be_bytes();
+    let mut frame = prefix.as_slice().chain(body);
+    w.write_all_buf(&mut frame).await?;
     w.flush().await
 }
 
@@ -184,7 +231,7 @@ async fn requests_half<R, W>(
     shared: &Arc<Shared>,
     state: &SessionState,
     mut client_rx: FramedRead<R, FrameDecoder>,
-    mut upstream_tx: BufWriter<W>,
+    mut upstream_tx: W,
     upstream_addr: &str,
     pending: mpsc::Sender<Pending>,
     shutdown: &CancellationToken,
@@ -193,10 +240,13 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    // One registration for the whole session, cheap to poll on every wake-up (see `super::cancel`).
+    let mut shutdown_signal = Cancelled::new(shutdown.clone());
     loop {
         let next = tokio::select! {
             biased;
-            () = shutdown.cancelled() => return Ok(RequestsEnd::Drain),
+            // Cancel safe and reusable: it completes once the token is cancelled.
+            () = &mut shutdown_signal => return Ok(RequestsEnd::Drain),
             // Cancel safe: FramedRead keeps partial frames in its buffer.
             next = client_rx.next() => next,
         };
@@ -204,6 +254,12 @@ where
             None => return Ok(RequestsEnd::ClientClosed),
             Some(Err(e)) => return Err(SessionError::ClientFrame(e)),
             Some(Ok(frame)) => frame,
+        };
+        // Waits while max_in_flight_per_connection requests are outstanding: backpressure. Reserved
+        // before the request is handled, so a mirror API call starts only once it has a slot.
+        let Ok(slot) = pending.reserve().await else {
+            // The responses half ended; its error ends the session.
+            return Ok(RequestsEnd::ClientClosed);
         };
         let step = handle_request(shared, state, frame).await.inspect_err(|e| {
             if matches!(e, SessionError::UnsupportedVersion { .. }) {
@@ -213,14 +269,10 @@ where
             }
         })?;
         if let Some(p) = step.pending {
-            // Waits while max_in_flight_per_connection requests are outstanding: backpressure.
-            if pending.send(p).await.is_err() {
-                // The responses half ended; its error ends the session.
-                return Ok(RequestsEnd::ClientClosed);
-            }
+            slot.send(p);
         }
         if let Some(frame) = step.forward {
-            write_frame(&mut upstream_tx, &frame)
+            write_frame(&mut upstream_tx, frame)
                 .await
                 .map_err(|source| SessionError::UpstreamWrite { addr: upstream_addr.to_owned(), source })?;
         }
@@ -240,7 +292,7 @@ async fn handle_request(shared: &Arc<Shared>, state: &SessionState, frame: Bytes
     trace!(api_key = head.api_key, api_version = head.api_version, correlation_id = head.correlation_id, "request");
     if let Some(admin) = &shared.admin {
         if crate::protocol::mirror::MirrorApiKey::from_key(head.api_key).is_some() {
-            return handle_mirror_api(admin, state, &frame, &head).await;
+            return handle_mirror_api(shared, admin, state, &frame, &head);
         }
     }
     let Ok(api_key) = ApiKey::try_from(head.api_key) else {
@@ -279,9 +331,11 @@ async fn handle_request(shared: &Arc<Shared>, state: &SessionState, frame: Bytes
     }
 }
 
-/// A mirror API request (spec §8): answered by the proxy itself, for the connection's principal.
-async fn handle_mirror_api(
-    admin: &crate::admin::AdminHandler,
+/// A mirror API request (spec §8): answered by the proxy itself, for the connection's principal, in
+/// a task of its own (see the module doc); the responses half waits for it in request order.
+fn handle_mirror_api(
+    shared: &Arc<Shared>,
+    admin: &Arc<dyn MirrorApiHandler>,
     state: &SessionState,
     frame: &Bytes,
     head: &RequestHead,
@@ -294,12 +348,20 @@ async fn handle_mirror_api(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone()
         .unwrap_or_else(|| "User:ANONYMOUS".to_owned());
-    let response = admin
-        .handle(head.api_key, head.api_version, body, &principal)
-        .await
-        .ok_or_else(|| SessionError::MirrorApi { correlation_id: head.correlation_id, message: format!("api key {} is not a mirror API", head.api_key) })?;
-    let answer = crate::protocol::mirror::encode_response(head.correlation_id, &response);
-    Ok(Step { pending: Some(Pending::Local(answer)), forward: None })
+    let (admin, hard_stop) = (admin.clone(), shared.hard_stop.clone());
+    let (api_key, api_version) = (head.api_key, head.api_version);
+    // Owned by the tracker: shutdown waits for it, and the end of the grace period drops it.
+    let task = shared.tracker.spawn(
+        async move {
+            tokio::select! {
+                biased;
+                () = hard_stop.cancelled() => None,
+                response = admin.handle(api_key, api_version, body, &principal) => response,
+            }
+        }
+        .in_current_span(),
+    );
+    Ok(Step { pending: Some(Pending::Mirror(MirrorCall { correlation_id: head.correlation_id, task })), forward: None })
 }
 
 fn forward(frame: Bytes, head: &RequestHead, api_key: Option<ApiKey>, refusals: Option<Refusals>, sasl_user: Option<String>) -> Step {
@@ -319,9 +381,25 @@ fn forward(frame: Bytes, head: &RequestHead, api_key: Option<ApiKey>, refusals: 
 async fn handle_write(shared: &Arc<Shared>, frame: Bytes, head: &RequestHead, api_key: ApiKey) -> Result<Step, SessionError> {
     let scanned = scan_request(&frame, api_key, head.api_version)
         .map_err(|source| SessionError::Malformed { correlation_id: head.correlation_id, source })?;
-    let names = resolve_topic_ids(shared, &scanned).await;
+    maybe_learn_topic_ids(shared, &scanned).await;
+    decide_write(shared, frame, head, api_key, &scanned)
+}
+
+/// Produce v13+ names topics by id: if the registry does not know one of them, one metadata refresh
+/// (boxed: the rare wait must not enlarge the future every request builds and moves). An id still
+/// unknown after it is left to the broker (it answers UNKNOWN_TOPIC_ID: a topic the destination does
+/// not know cannot be a mirror topic there).
+async fn maybe_learn_topic_ids(shared: &Arc<Shared>, scanned: &ScannedRequest) {
+    let unknown = scanned.entries.iter().any(|e| matches!(&e.topic, TopicRef::Id(id) if !shared.registry.knows_topic(id)));
+    if unknown {
+        Box::pin(shared.refresh_metadata()).await;
+    }
+}
+
+/// The write policy's verdict on a scanned request, as what to answer and what to forward.
+fn decide_write(shared: &Arc<Shared>, frame: Bytes, head: &RequestHead, api_key: ApiKey, scanned: &ScannedRequest) -> Result<Step, SessionError> {
     let acks_zero = scanned.acks == Some(0);
-    let Some(refusals) = shared.policy.check(&scanned, |id| names.get(id).cloned()) else {
+    let Some(refusals) = shared.policy.check(scanned, |id| shared.registry.topic_name(id)) else {
         if acks_zero {
             return Ok(Step { pending: None, forward: Some(frame) });
         }
@@ -343,35 +421,11 @@ async fn handle_write(shared: &Arc<Shared>, frame: Bytes, head: &RequestHead, ap
             .map_err(|source| SessionError::Rewrite { addr: "proxy".to_owned(), source })?;
         return Ok(Step { pending: Some(Pending::Local(answer)), forward: None });
     }
-    let reduced = Bytes::from(rebuild(&frame, &scanned, &refusals.keep));
+    let reduced = Bytes::from(rebuild(&frame, scanned, &refusals.keep));
     if acks_zero {
         return Ok(Step { pending: None, forward: Some(reduced) });
     }
     Ok(forward(reduced, head, Some(api_key), Some(refusals), None))
-}
-
-/// Names of the topic ids a Produce v13+ request uses; ids the registry does not know trigger one
-/// metadata refresh. An id still unknown is left to the broker (it answers UNKNOWN_TOPIC_ID: a topic
-/// the destination does not know cannot be a mirror topic there).
-async fn resolve_topic_ids(shared: &Arc<Shared>, scanned: &ScannedRequest) -> HashMap<uuid::Uuid, String> {
-    let mut names = HashMap::new();
-    let mut refreshed = false;
-    for entry in &scanned.entries {
-        let TopicRef::Id(id) = &entry.topic else { continue };
-        if names.contains_key(id) {
-            continue;
-        }
-        let mut name = shared.registry.topic_name(id);
-        if name.is_none() && !refreshed {
-            refreshed = true;
-            shared.refresh_metadata().await;
-            name = shared.registry.topic_name(id);
-        }
-        if let Some(name) = name {
-            names.insert(*id, name);
-        }
-    }
-    names
 }
 
 fn read_sasl_mechanism(frame: &[u8], api_key: ApiKey, api_version: i16) -> Option<String> {
@@ -414,7 +468,7 @@ async fn responses_half<R, W>(
     shared: &Arc<Shared>,
     state: &SessionState,
     mut upstream_rx: FramedRead<R, FrameDecoder>,
-    mut client_tx: BufWriter<W>,
+    mut client_tx: W,
     upstream_addr: &str,
     mut pending: mpsc::Receiver<Pending>,
 ) -> Result<(), SessionError>
@@ -425,6 +479,14 @@ where
     while let Some(p) = pending.recv().await {
         let out = match p {
             Pending::Local(frame) => frame,
+            Pending::Mirror(MirrorCall { correlation_id, task }) => {
+                let failed = |message: String| SessionError::MirrorCall { correlation_id, message };
+                match task.await {
+                    Ok(Some(body)) => crate::protocol::mirror::encode_response(correlation_id, &body),
+                    Ok(None) => return Err(failed("not a mirror API to its handler, or cut off by shutdown".to_owned())),
+                    Err(e) => return Err(failed(format!("its task failed: {e}"))),
+                }
+            }
             Pending::Upstream(expected) => {
                 let frame = match upstream_rx.next().await {
                     None => return Err(SessionError::UpstreamClosed { addr: upstream_addr.to_owned() }),
@@ -440,6 +502,10 @@ where
                     });
                 }
                 match expected.api_key {
+                    // The hot path of every producer and consumer: Produce and Fetch responses without
+                    // leader endpoints go out as the broker's bytes. Checked here, not in the async
+                    // `process_response`, whose future is large (it holds a decoded response).
+                    Some(api_key) if expected.refusals.is_none() && carries_no_endpoints(api_key, expected.api_version, &frame) => frame,
                     Some(api_key) if expected.refusals.is_some() || needs_decode(api_key, expected.api_version) => {
                         process_response(shared, state, api_key, expected, frame)
                             .await
@@ -453,7 +519,7 @@ where
             }
         };
         add(&shared.metrics.response_bytes, out.len() + 4);
-        write_frame(&mut client_tx, &out).await.map_err(SessionError::ClientWrite)?;
+        write_frame(&mut client_tx, out).await.map_err(SessionError::ClientWrite)?;
     }
     Ok(())
 }
@@ -473,10 +539,6 @@ async fn process_response(
 ) -> Result<Bytes, ProcessError> {
     let version = expected.api_version;
     let (correlation_id, body) = split_response(frame.clone(), api_key, version).map_err(ProcessError::Rewrite)?;
-    if api_key == ApiKey::Fetch && fetch_has_node_endpoints(&body) == Ok(false) {
-        // The hot path of every consumer: no leader endpoints, so the broker's bytes go out as they are.
-        return Ok(frame);
-    }
     let (mut decoded, version) = match Decoded::decode(api_key, version, body) {
         Ok(d) => (d, version),
         Err(e) if api_key == ApiKey::ApiVersions => {
@@ -514,7 +576,159 @@ async fn process_response(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncWriteExt as _, DuplexStream};
+    use tokio::time::Instant;
+
     use super::*;
+    use crate::protocol::mirror::{MirrorApiKey, RequestHeader, encode_request};
+    use crate::proxy::ProxySettings;
+    use crate::proxy::mirror_apis::MirrorApiFuture;
+
+    /// How long the fake mirror API call takes.
+    const SLOW_CALL: Duration = Duration::from_secs(30);
+
+    /// A mirror API handler that takes [`SLOW_CALL`] to answer, like RemoveTopicsFromMirror waiting
+    /// for its partitions to stop.
+    #[derive(Debug, Default)]
+    struct SlowMirrorApis {
+        finished: AtomicBool,
+    }
+
+    impl MirrorApiHandler for SlowMirrorApis {
+        fn handle<'a>(&'a self, api_key: i16, _api_version: i16, body: Bytes, principal: &'a str) -> MirrorApiFuture<'a> {
+            Box::pin(async move {
+                tokio::time::sleep(SLOW_CALL).await;
+                self.finished.store(true, Ordering::SeqCst);
+                Some(Bytes::from(format!("{api_key} {principal} {body:?}")))
+            })
+        }
+    }
+
+    /// A mirror API handler that gives no answer (as when its call is cut off by the end of the grace
+    /// period).
+    #[derive(Debug)]
+    struct SilentMirrorApis;
+
+    impl MirrorApiHandler for SilentMirrorApis {
+        fn handle<'a>(&'a self, _: i16, _: i16, _: Bytes, _: &'a str) -> MirrorApiFuture<'a> {
+            Box::pin(async { None })
+        }
+    }
+
+    /// A mirror call without an answer ends the session as the proxy's fault (not the client's).
+    #[tokio::test]
+    async fn a_mirror_call_without_an_answer_closes_the_session_as_a_proxy_failure() {
+        let shared = Shared::for_tests(ProxySettings::for_bootstrap("127.0.0.1:1"), Some(Arc::new(SilentMirrorApis)));
+        let (mut client, proxy_client) = tokio::io::duplex(1 << 16);
+        let (proxy_upstream, _broker) = tokio::io::duplex(1 << 16);
+        client.write_all(&mirror_request(9)).await.expect("send");
+        let result = serve_streams(&shared, tokio::io::split(proxy_client), tokio::io::split(proxy_upstream), "fake-broker:9092", &CancellationToken::new()).await;
+        match result {
+            Err(e @ SessionError::MirrorCall { correlation_id: 9, .. }) => assert!(!e.is_client_fault() && !e.is_normal_close(), "{e}"),
+            other => panic!("expected a MirrorCall error, got {other:?}"),
+        }
+    }
+
+    /// A request frame (length prefix included) of an API the proxy forwards without reading
+    /// (ListGroups v4, header v2).
+    fn forwarded_request(correlation_id: i32) -> Vec<u8> {
+        let mut body = vec![0, 16, 0, 4];
+        body.extend_from_slice(&correlation_id.to_be_bytes());
+        body.extend_from_slice(&[0, 1, b't', 0, 1, 0]);
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        frame
+    }
+
+    fn mirror_request(correlation_id: i32) -> Vec<u8> {
+        let header = RequestHeader { api_key: MirrorApiKey::ListMirrors.key(), api_version: 0, correlation_id, client_id: None };
+        let body = encode_request(&header, &[0, 0]);
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        frame
+    }
+
+    /// The fake broker: answers every request at once (correlation id + empty tagged fields), and
+    /// records when each arrived and whether the mirror call had finished by then.
+    async fn broker(stream: DuplexStream, calls: Arc<SlowMirrorApis>, expect: usize, start: Instant) -> Vec<(i32, Duration, bool)> {
+        let (read, mut write) = tokio::io::split(stream);
+        let mut frames = FramedRead::new(read, FrameDecoder::new(1 << 20));
+        let mut seen = Vec::new();
+        while seen.len() < expect {
+            let frame = frames.next().await.expect("a request").expect("a frame");
+            let head = RequestHead::parse(&frame).expect("a request head");
+            seen.push((head.correlation_id, start.elapsed(), calls.finished.load(Ordering::SeqCst)));
+            let mut response = 5i32.to_be_bytes().to_vec();
+            response.extend_from_slice(&head.correlation_id.to_be_bytes());
+            response.push(0);
+            write.write_all(&response).await.expect("respond");
+        }
+        seen
+    }
+
+    /// Reads `n` response frames: (correlation id, body after it, when it arrived).
+    async fn responses(stream: &mut FramedRead<tokio::io::ReadHalf<DuplexStream>, FrameDecoder>, n: usize, start: Instant) -> Vec<(i32, Bytes, Duration)> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let frame = stream.next().await.expect("a response").expect("a frame");
+            let cid = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+            out.push((cid, frame.slice(4..), start.elapsed()));
+        }
+        out
+    }
+
+    /// A mirror API call that takes 30 s (paused time) does not hold up the requests behind it on
+    /// the same connection: they reach the broker at once, while the call runs; the responses still
+    /// come back in request order, the mirror answer first. With `max_in_flight_per_connection` = 2,
+    /// the running call holds a slot: two more requests go through, the third waits for the call.
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_mirror_call_does_not_hold_up_other_requests_and_responses_stay_in_order() {
+        let calls = Arc::new(SlowMirrorApis::default());
+        let mut settings = ProxySettings::for_bootstrap("127.0.0.1:1");
+        settings.max_in_flight_per_connection = 2;
+        let shared = Shared::for_tests(settings, Some(calls.clone() as Arc<dyn MirrorApiHandler>));
+        let (client, proxy_client) = tokio::io::duplex(1 << 16);
+        let (proxy_upstream, broker_side) = tokio::io::duplex(1 << 16);
+        let shutdown = CancellationToken::new();
+        let start = Instant::now();
+        let session = {
+            let (shared, shutdown) = (shared.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                let client_halves = tokio::io::split(proxy_client);
+                let upstream_halves = tokio::io::split(proxy_upstream);
+                serve_streams(&shared, client_halves, upstream_halves, "fake-broker:9092", &shutdown).await
+            })
+        };
+        let broker = tokio::spawn(broker(broker_side, calls.clone(), 3, start));
+        let (client_read, mut client_write) = tokio::io::split(client);
+        let mut client_rx = FramedRead::new(client_read, FrameDecoder::new(1 << 20));
+        for frame in [mirror_request(1), forwarded_request(2), forwarded_request(3), forwarded_request(4)] {
+            client_write.write_all(&frame).await.expect("send");
+        }
+        let got = responses(&mut client_rx, 4, start).await;
+        let seen = broker.await.expect("broker");
+
+        // The broker saw requests 2 and 3 at once, before the call finished; request 4 only when the
+        // call's slot was free again.
+        assert_eq!(seen.iter().map(|(c, _, _)| *c).collect::<Vec<_>>(), vec![2, 3, 4]);
+        for (cid, at, finished) in &seen[..2] {
+            assert!(*at < Duration::from_secs(1) && !finished, "request {cid} forwarded at {at:?} (call finished: {finished})");
+        }
+        assert!(seen[2].1 >= SLOW_CALL && seen[2].2, "request 4 must wait for a slot: {:?}", seen[2]);
+        // Responses in request order; the mirror answer is the handler's, for the anonymous principal.
+        assert_eq!(got.iter().map(|(c, _, _)| *c).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        let expected = format!("{} User:ANONYMOUS {:?}", MirrorApiKey::ListMirrors.key(), Bytes::from_static(&[0, 0]));
+        assert_eq!(got[0].1, Bytes::from([&[0u8][..], expected.as_bytes()].concat()), "tagged fields, then the body");
+        assert!(got[0].2 >= SLOW_CALL);
+
+        // The client closes: the session ends cleanly.
+        drop(client_write);
+        drop(client_rx);
+        session.await.expect("session task").expect("a clean close");
+    }
 
     #[test]
     fn sasl_users() {

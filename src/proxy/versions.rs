@@ -12,7 +12,7 @@
 //! | Metadata                 | broker endpoints, topic ids        | 0–13        |
 //! | FindCoordinator          | coordinator endpoint               | 0–6         |
 //! | DescribeCluster          | broker endpoints                   | 0–2         |
-//! | ShareFetch, ShareAcknowledge | leader endpoints               | 1           |
+//! | ShareFetch, ShareAcknowledge | leader endpoints               | 1 (see below) |
 //! | ApiVersions              | this capping                       | 0–4         |
 //! | DeleteRecords            | write policy                       | 0–2         |
 //! | CreatePartitions         | write policy                       | 0–3         |
@@ -23,7 +23,13 @@
 //!
 //! The ranges are those of the `kafka-protocol` crate (0.18), which decodes the responses, and of
 //! [`super::requests`], which reads the requests. DescribeQuorum is forwarded as is: its endpoints are
-//! controller listeners, which the proxy does not front.
+//! controller listeners, which the proxy does not front (the endpoint audit is in [`super::rewrite`]).
+//!
+//! ShareFetch and ShareAcknowledge: Kafka 4.4 serves v1–2, `kafka-protocol` 0.18 decodes v1, so the
+//! proxy advertises v1 only. v2 adds KIP-1206 acquire modes and KIP-1222 renew acknowledgements,
+//! which clients then cannot use through the proxy; Kafka 4.4's own share consumer works at v1
+//! (`kafka-console-share-consumer` reads and acknowledges every record through the proxy:
+//! `proxy::share_consumer_through_the_proxy_at_the_capped_version`).
 //!
 //! # References
 //! - KIP-511 (ApiVersions v3, flexible): <https://cwiki.apache.org/confluence/x/qRJ4CQ>

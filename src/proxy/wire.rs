@@ -225,16 +225,17 @@ impl RequestHead {
 }
 
 /// Where the body of a request starts, given whether its header is v2 (flexible, with tagged
-/// fields) or v1. `client_id` is a classic (non-compact) nullable string in both.
+/// fields) or v1, and the `client_id` bytes (a classic, non-compact, nullable string in both; not
+/// checked for UTF-8, not copied: this is on every inspected request's path).
 ///
 /// # Errors
 /// A truncated or malformed header.
-pub(crate) fn request_body_offset(frame: &[u8], flexible_header: bool) -> Result<(usize, Option<String>), WireError> {
+pub(crate) fn request_body_offset(frame: &[u8], flexible_header: bool) -> Result<(usize, Option<&[u8]>), WireError> {
     let mut r = Reader::at(frame, REQUEST_HEAD_LEN);
     if frame.len() < REQUEST_HEAD_LEN {
         return Err(WireError::Truncated { what: "request header", offset: 0, needed: REQUEST_HEAD_LEN, remaining: frame.len() });
     }
-    let client_id = r.nullable_string(false, "client_id")?.map(|b| String::from_utf8_lossy(b).into_owned());
+    let client_id = r.nullable_string(false, "client_id")?;
     if flexible_header {
         r.skip_tagged_fields()?;
     }
@@ -299,7 +300,7 @@ mod tests {
         let mut frame = vec![0, 0, 0, 9, 0, 0, 0, 42, 0, 3, b'c', b'l', b'i', 0, 7];
         let head = RequestHead::parse(&frame).unwrap();
         assert_eq!(head, RequestHead { api_key: 0, api_version: 9, correlation_id: 42 });
-        assert_eq!(request_body_offset(&frame, true).unwrap(), (14, Some("cli".to_owned())));
+        assert_eq!(request_body_offset(&frame, true).unwrap(), (14, Some(&b"cli"[..])));
         assert_eq!(request_body_offset(&frame, false).unwrap().0, 13);
         frame.truncate(12);
         assert!(request_body_offset(&frame, false).is_err());

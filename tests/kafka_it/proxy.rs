@@ -2,6 +2,10 @@
 //! through it, the write policy, ApiVersions capping, malformed input, and the binary's start and
 //! stop. Each test starts its own in-process proxy on free ports (or the binary), in front of the
 //! shared destination cluster, and uses unique topic names.
+//!
+//! Style rule 53: an in-process proxy's WARN and ERROR events fail its test unless allow-listed
+//! ([`log_check`]): [`ALLOWED_PROXY_WARNINGS`] for every test, [`TestProxy::allow`] for one test's
+//! expected trouble (malformed input, killed brokers), each entry with its reason.
 
 #![allow(clippy::result_large_err, reason = "the harness's HarnessError, returned from blocking closures")]
 
@@ -31,11 +35,156 @@ use kafka_protocol::protocol::StrBytes;
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
-/// A proxy in process in front of the shared destination, with its mirror lookup.
+/// WARN/ERROR events any in-process proxy may log without failing its test: (text the event's
+/// message or fields contain, why it is harmless).
+const ALLOWED_PROXY_WARNINGS: &[(&str, &str)] = &[];
+
+/// Style rule 53 for the in-process proxies: a capturing `tracing` layer, installed once as this
+/// test binary's global subscriber, keeps the WARN and ERROR events logged under a
+/// `proxy_under_test{test_id}` span. Each [`TestProxy`] starts its proxy under such a span; every span
+/// the proxy creates (listeners, sessions, the metadata refresh, mirror calls) has it as an ancestor,
+/// so events are told apart by test even though tests run in parallel. [`TestProxy`]'s `Drop` takes
+/// its events and fails the test on any not allow-listed. Only spans and WARN/ERROR events are
+/// enabled, so the other tests in this binary pay nothing for it.
+mod log_check {
+    use std::collections::HashMap;
+    use std::fmt::Write as _;
+    use std::sync::{Mutex, OnceLock};
+
+    use tracing::field::{Field, Visit};
+    use tracing::subscriber::Interest;
+    use tracing::{Event, Level, Metadata, Subscriber, span};
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
+    use tracing_subscriber::registry::LookupSpan;
+
+    /// The name of the span a test's proxy runs under.
+    pub(super) const SPAN: &str = "proxy_under_test";
+
+    /// One captured event: level, target, message and fields as text.
+    #[derive(Debug, Clone)]
+    pub(super) struct Captured {
+        pub(super) level: Level,
+        pub(super) target: String,
+        pub(super) text: String,
+    }
+
+    fn captured() -> &'static Mutex<HashMap<u64, Vec<Captured>>> {
+        static CAPTURED: OnceLock<Mutex<HashMap<u64, Vec<Captured>>>> = OnceLock::new();
+        CAPTURED.get_or_init(Default::default)
+    }
+
+    /// Span extension: this span is a test's proxy span.
+    struct TestId(u64);
+
+    struct TestIdVisitor(Option<u64>);
+    impl Visit for TestIdVisitor {
+        fn record_u64(&mut self, field: &Field, value: u64) {
+            if field.name() == "test_id" {
+                self.0 = Some(value);
+            }
+        }
+        fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+    }
+
+    struct TextVisitor(String);
+    impl Visit for TextVisitor {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            let _ = write!(self.0, "{}{}={value:?}", if self.0.is_empty() { "" } else { " " }, field.name());
+        }
+    }
+
+    fn wanted(metadata: &Metadata<'_>) -> bool {
+        // Spans: to find the test span among an event's ancestors. Events: WARN and ERROR only
+        // (a more verbose level is a greater one).
+        metadata.is_span() || *metadata.level() <= Level::WARN
+    }
+
+    struct CaptureLayer;
+
+    impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for CaptureLayer {
+        fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+            if wanted(metadata) { Interest::always() } else { Interest::never() }
+        }
+
+        fn enabled(&self, metadata: &Metadata<'_>, _: Context<'_, S>) -> bool {
+            wanted(metadata)
+        }
+
+        fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+            if attrs.metadata().name() != SPAN {
+                return;
+            }
+            let mut visitor = TestIdVisitor(None);
+            attrs.record(&mut visitor);
+            if let (Some(test_id), Some(span)) = (visitor.0, ctx.span(id)) {
+                span.extensions_mut().insert(TestId(test_id));
+            }
+        }
+
+        fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+            if *event.metadata().level() > Level::WARN {
+                return;
+            }
+            let Some(scope) = ctx.event_scope(event) else { return };
+            let Some(test_id) = scope.from_root().find_map(|s| s.extensions().get::<TestId>().map(|t| t.0)) else { return };
+            let mut text = TextVisitor(String::new());
+            event.record(&mut text);
+            let event = Captured { level: *event.metadata().level(), target: event.metadata().target().to_owned(), text: text.0 };
+            captured().lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(test_id).or_default().push(event);
+        }
+    }
+
+    /// Installs the capturing subscriber (once per process).
+    pub(super) fn install() {
+        static INSTALLED: OnceLock<bool> = OnceLock::new();
+        let installed = INSTALLED.get_or_init(|| tracing::subscriber::set_global_default(tracing_subscriber::registry().with(CaptureLayer)).is_ok());
+        assert!(*installed, "another global tracing subscriber is installed in this test binary: the log check cannot run");
+    }
+
+    /// A fresh test id.
+    pub(super) fn next_id() -> u64 {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many events captured for `test_id` so far contain `text`.
+    pub(super) fn count(test_id: u64, text: &str) -> usize {
+        let captured = captured().lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        captured.get(&test_id).map_or(0, |events| events.iter().filter(|e| e.text.contains(text)).count())
+    }
+
+    /// The events captured for `test_id` so far (and forgets them).
+    pub(super) fn take(test_id: u64) -> Vec<Captured> {
+        captured().lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&test_id).unwrap_or_default()
+    }
+}
+
+/// A proxy in process in front of the shared destination, with its mirror lookup. Dropping it checks
+/// the proxy's WARN/ERROR events (see [`log_check`]).
 struct TestProxy {
     proxy: Proxy,
     lookup: Arc<InMemoryMirrorLookup>,
+    test_id: u64,
+    /// This test's additions to [`ALLOWED_PROXY_WARNINGS`].
+    allowed: std::sync::Mutex<Vec<(&'static str, &'static str)>>,
+}
+
+impl Drop for TestProxy {
+    fn drop(&mut self) {
+        let events = log_check::take(self.test_id);
+        if std::thread::panicking() {
+            return;
+        }
+        let allowed = self.allowed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let unexpected: Vec<String> = events
+            .iter()
+            .filter(|e| !ALLOWED_PROXY_WARNINGS.iter().chain(allowed.iter()).any(|(text, _)| e.text.contains(text)))
+            .map(|e| format!("{} {}: {}", e.level, e.target, e.text))
+            .collect();
+        assert!(unexpected.is_empty(), "the proxy logged WARN/ERROR events that no allow-list entry explains:\n{}", unexpected.join("\n"));
+    }
 }
 
 impl TestProxy {
@@ -52,8 +201,23 @@ impl TestProxy {
         settings.startup_timeout = Duration::from_secs(30);
         tweak(&mut settings);
         let lookup = Arc::new(InMemoryMirrorLookup::new());
-        let proxy = Proxy::start(settings, lookup.clone(), CancellationToken::new()).await.expect("proxy starts");
-        Self { proxy, lookup }
+        log_check::install();
+        let test_id = log_check::next_id();
+        // Everything the proxy spawns is created inside this span, so it descends from it.
+        let span = tracing::info_span!(log_check::SPAN, test_id);
+        let proxy = Proxy::start(settings, lookup.clone(), CancellationToken::new()).instrument(span).await.expect("proxy starts");
+        Self { proxy, lookup, test_id, allowed: std::sync::Mutex::new(Vec::new()) }
+    }
+
+    /// How many WARN/ERROR events containing `text` the proxy logged so far.
+    fn logged(&self, text: &str) -> usize {
+        log_check::count(self.test_id, text)
+    }
+
+    /// Allows WARN/ERROR events containing `text` for this test only; `why` says why they are expected
+    /// (kept with the entry, for the reader).
+    fn allow(&self, text: &'static str, why: &'static str) {
+        self.allowed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((text, why));
     }
 
     fn bootstrap(&self) -> String {
@@ -464,6 +628,7 @@ async fn api_versions_are_capped_to_what_the_proxy_decodes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_input_closes_only_its_own_connection() {
     let p = TestProxy::start_with(|s| s.max_frame_bytes = 1 << 20).await;
+    p.allow("closing client connection", "each malformed request closes its connection, logged once at warn (style rule 20)");
     let bootstrap = p.bootstrap();
     let healthy = connect(&bootstrap).await;
     let expect_closed = |label: &str, bytes: &[u8]| {
@@ -507,6 +672,14 @@ async fn malformed_input_closes_only_its_own_connection() {
     assert!(!md.brokers.is_empty());
     assert!(connect(&bootstrap).await.versions().range(ApiKey::Produce).is_some());
     assert!(p.proxy.metrics().malformed_requests() >= 3);
+    // Each closed connection was logged once at warn, and the log check saw it (so it would have
+    // failed the test without the allow-list entry).
+    // (A session logs after its socket is closed, so the last ones may still be on their way.)
+    let start = Instant::now();
+    while p.logged("closing client connection") < 7 && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(p.logged("closing client connection"), 7, "one warning per bad connection");
 }
 
 fn free_port() -> u16 {
@@ -743,6 +916,9 @@ async fn clients_recover_from_a_leader_change_and_a_broker_restart() {
         .expect("3-broker cluster");
     let cluster = Arc::new(cluster);
     let p = TestProxy::start_for(&cluster.bootstrap(), |_| {}).await;
+    p.allow("session failed", "sessions to the killed leader lose their broker connection (close path 3)");
+    p.allow("metadata refresh failed", "the refresh may ask the killed broker before the client notices");
+    p.allow("retrying", "the proxy's metadata client retries a killed broker");
     let proxy = p.bootstrap();
     let topic = unique_name("proxy-failover");
     let java = java_client();
@@ -819,6 +995,7 @@ async fn tls_clients_through_the_proxy() {
     assert!(ok, "openssl: {stderr}");
     let (c, k) = (cert.clone(), key.clone());
     let p = TestProxy::start_with(move |s| s.tls = Some((c, k))).await;
+    p.allow("closing client connection", "the plaintext client fails the TLS handshake on purpose");
     let proxy = p.bootstrap();
     let topic = unique_name("proxy-tls");
     let java = java_client();
@@ -858,4 +1035,264 @@ async fn tls_clients_through_the_proxy() {
     assert_eq!(via_java, direct);
     assert_eq!(via_rdkafka, direct);
 
+}
+
+/// The lines of `kafka-metadata-quorum describe --status` that do not move while the cluster idles
+/// (the high watermark and the lag do).
+fn stable_quorum_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| ["ClusterId:", "LeaderId:", "CurrentVoters:", "CurrentObservers:"].iter().any(|k| l.starts_with(k)))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// DescribeQuorum (KIP-853 v2 carries the controllers' listeners) through the proxy with Kafka's own
+/// `kafka-metadata-quorum --bootstrap-server PROXY describe --status`: the request goes through the
+/// proxy, and the answer is the broker's, controller endpoints unchanged (the proxy fronts brokers,
+/// not controllers; see the table in src/proxy/rewrite.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_quorum_through_the_proxy_keeps_the_controller_endpoints() {
+    let p = TestProxy::start().await;
+    let describe = |bootstrap: String| {
+        blocking(move || run(kafka_tool("org.apache.kafka.tools.MetadataQuorumCommand", &["--bootstrap-server", &bootstrap, "describe", "--status"]), Duration::from_secs(120)))
+    };
+    let (ok, direct, stderr) = describe(destination().bootstrap()).await;
+    assert!(ok, "direct:\n{direct}\n{stderr}");
+    let (ok, via, stderr) = describe(p.bootstrap()).await;
+    assert!(ok, "through the proxy:\n{via}\n{stderr}");
+    assert!(p.proxy.metrics().requests_of(ApiKey::DescribeQuorum) >= 1, "the tool's DescribeQuorum must have gone through the proxy");
+    let (direct, via) = (stable_quorum_lines(&direct), stable_quorum_lines(&via));
+    assert_eq!(via.len(), 4, "{via:?}");
+    assert_eq!(via, direct);
+    let voters = via.iter().find(|l| l.starts_with("CurrentVoters:")).expect("voters");
+    assert!(voters.contains("CONTROLLER://127.0.0.1:"), "the controllers' own listeners: {voters}");
+    for id in destination().node_ids() {
+        let endpoint = p.proxy.broker_endpoint(id).expect("broker listener");
+        assert!(!voters.contains(&endpoint), "a controller endpoint must not be mapped to broker listener {endpoint}: {voters}");
+    }
+}
+
+/// A KIP-932 share consumer (Kafka's `kafka-console-share-consumer`, KafkaShareConsumer) through the
+/// proxy: ShareGroupHeartbeat, ShareFetch and ShareAcknowledge at the version the proxy caps them to
+/// (v1, what kafka-protocol 0.18 decodes), every record delivered once and acknowledged (the group's
+/// lag is 0 afterwards, as `kafka-share-groups --describe` reports through the proxy: Kafka 4.4 counts
+/// acknowledged records past the share-partition start offset as delivered, KIP-1226).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_consumer_through_the_proxy_at_the_capped_version() {
+    let p = TestProxy::start().await;
+    let proxy = p.bootstrap();
+    let via = connect(&proxy).await;
+    for key in [ApiKey::ShareFetch, ApiKey::ShareAcknowledge] {
+        let range = via.versions().range(key).unwrap_or_else(|| panic!("{key:?} advertised (share.version >= 1 on the destination)"));
+        assert_eq!(range.max, 1, "{key:?} is capped to what the proxy decodes");
+    }
+    let (topic, group) = (unique_name("proxy-share"), unique_name("share-group"));
+    let java = java_client();
+    let (pb, t) = (proxy.clone(), topic.clone());
+    blocking(move || {
+        java.create_topic(&pb, &t, 2, 1, &[]).expect("create");
+        java.produce(&pb, &t, &JavaProduceOptions::default(), &records(30, 2, "share")).expect("produce");
+    })
+    .await;
+    // Share groups start at the latest offset by default; this one reads from the start.
+    let (pb, g) = (proxy.clone(), group.clone());
+    let (ok, stdout, stderr) = blocking(move || {
+        run(
+            kafka_tool(
+                "org.apache.kafka.tools.ConfigCommand",
+                &["--bootstrap-server", &pb, "--alter", "--entity-type", "groups", "--entity-name", &g, "--add-config", "share.auto.offset.reset=earliest"],
+            ),
+            Duration::from_secs(120),
+        )
+    })
+    .await;
+    assert!(ok, "group config:\n{stdout}\n{stderr}");
+    let (pb, t, g) = (proxy.clone(), topic.clone(), group.clone());
+    let (ok, stdout, stderr) = blocking(move || {
+        run(
+            kafka_tool(
+                "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+                &["--bootstrap-server", &pb, "--topic", &t, "--group", &g, "--max-messages", "30", "--timeout-ms", "60000"],
+            ),
+            Duration::from_secs(120),
+        )
+    })
+    .await;
+    assert!(ok, "share consumer:\n{stdout}\n{stderr}");
+    let mut values: Vec<&str> = stdout.lines().filter(|l| l.starts_with("v-share-")).collect();
+    values.sort_unstable();
+    let mut expected: Vec<String> = (0..30).map(|i| format!("v-share-{i}-{}", "x".repeat(i % 50))).collect();
+    expected.sort_unstable();
+    assert_eq!(values, expected, "every record exactly once:\n{stdout}\n{stderr}");
+    let metrics = p.proxy.metrics();
+    assert!(metrics.requests_of(ApiKey::ShareGroupHeartbeat) >= 1 && metrics.requests_of(ApiKey::ShareFetch) >= 1, "share traffic went through the proxy");
+    // Acknowledged: no lag left on either partition (the share coordinator persists asynchronously).
+    let (pb, g) = (proxy.clone(), group.clone());
+    let start = Instant::now();
+    loop {
+        let (ok, stdout, stderr) = blocking({
+            let (pb, g) = (pb.clone(), g.clone());
+            move || run(kafka_tool("org.apache.kafka.tools.consumer.group.ShareGroupCommand", &["--bootstrap-server", &pb, "--describe", "--group", &g]), Duration::from_secs(120))
+        })
+        .await;
+        assert!(ok, "describe share group:\n{stdout}\n{stderr}");
+        let lags: Vec<&str> = stdout.lines().filter(|l| l.contains(&topic)).filter_map(|l| l.split_whitespace().nth(4)).collect();
+        if lags == ["0", "0"] {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "records left unacknowledged: lags {lags:?}\n{stdout}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(metrics.requests_of(ApiKey::ShareAcknowledge) + metrics.requests_of(ApiKey::ShareFetch) >= 2);
+}
+
+/// Brokers joining and leaving a running destination: a broker added with a new node id gets a proxy
+/// listener that Metadata through the proxy names, and a Java producer writes to a partition it
+/// leads; once that broker is stopped for good, its listener closes after
+/// `destination.broker_removal_delay_ms` and clients keep working on the remaining broker.
+/// Runs its own cluster (one combined node and one spare broker-only node), since it adds and removes
+/// brokers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_listeners_follow_brokers_joining_and_leaving() {
+    let cluster = blocking(|| kafka_harness::Cluster::start(kafka_harness::ClusterSpec::new("proxy-brokers").spare_brokers(1)))
+        .await
+        .expect("cluster with a spare broker");
+    let cluster = Arc::new(cluster);
+    let p = TestProxy::start_for(&cluster.bootstrap(), |s| {
+        s.metadata_refresh_interval = Duration::from_millis(300);
+        s.broker_removal_delay = Duration::from_secs(3);
+    })
+    .await;
+    p.allow("session failed", "connections through broker 1's listener lose their broker when it stops (close path 3)");
+    p.allow("metadata refresh failed", "the refresh may ask broker 1 while it shuts down");
+    p.allow("retrying", "the proxy's metadata client retries broker 1 while it shuts down");
+    let proxy = p.bootstrap();
+    assert!(p.proxy.broker_endpoint(0).is_some());
+    assert_eq!(p.proxy.broker_endpoint(1), None, "the spare broker is not running yet");
+
+    let c = cluster.clone();
+    blocking(move || c.start_broker(1)).await.expect("add broker 1");
+    let wait_for = |what: &str, mut check: Box<dyn FnMut() -> bool + Send>| {
+        let what = what.to_owned();
+        blocking(move || {
+            let start = Instant::now();
+            while !check() {
+                assert!(start.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let (pb, shared) = (proxy.clone(), Arc::new(p));
+    let s = shared.clone();
+    wait_for("a listener for broker 1", Box::new(move || s.proxy.broker_endpoint(1).is_some())).await;
+    let added = shared.proxy.broker_endpoint(1).expect("listener of broker 1");
+    let md = kafka_harness::metadata(&pb, Some(&[]), Duration::from_secs(10)).expect("metadata through the proxy");
+    let named: Vec<(i32, String)> = md.brokers.iter().map(|b| (b.node_id, format!("{}:{}", b.host, b.port))).collect();
+    assert!(named.contains(&(1, added.clone())), "Metadata through the proxy names the new broker's listener: {named:?}");
+
+    // A topic whose only partition lives on the new broker, written through its proxy listener.
+    let on_new = unique_name("proxy-on-new-broker");
+    let (b, t) = (pb.clone(), on_new.clone());
+    let (ok, stdout, stderr) = blocking(move || {
+        run(
+            kafka_tool("org.apache.kafka.tools.TopicCommand", &["--bootstrap-server", &b, "--create", "--topic", &t, "--replica-assignment", "1"]),
+            Duration::from_secs(120),
+        )
+    })
+    .await;
+    assert!(ok, "create on broker 1:\n{stdout}\n{stderr}");
+    let md = kafka_harness::metadata(&pb, Some(&[on_new.as_str()]), Duration::from_secs(10)).expect("metadata");
+    assert_eq!(md.topics[0].partitions[0].leader_id, 1, "{md:?}");
+    let java = java_client();
+    let (b, t) = (pb.clone(), on_new.clone());
+    let acks = blocking(move || java.produce(&b, &t, &JavaProduceOptions { idempotent: true, ..Default::default() }, &records(10, 1, "new")))
+        .await
+        .expect("produce to the new broker through the proxy");
+    assert_eq!(acks, (0..10).map(|o| (0, o)).collect::<Vec<_>>());
+    let direct_1 = cluster.broker_addrs().iter().find(|(id, _)| *id == 1).map(|(_, a)| a.to_string()).expect("broker 1");
+    let (d, t) = (direct_1, on_new.clone());
+    let read = blocking(move || java.consume(&d, &t, &ConsumeOptions::default())).await.expect("read broker 1 directly");
+    assert_eq!(read.len(), 10);
+
+    // Broker 1 leaves for good: its listener closes after the removal delay.
+    let c = cluster.clone();
+    blocking(move || c.stop_broker(1)).await.expect("stop broker 1");
+    let s = shared.clone();
+    wait_for("broker 1's listener to close", Box::new(move || s.proxy.broker_endpoint(1).is_none())).await;
+    let a = added.clone();
+    wait_for("broker 1's port to refuse connections", Box::new(move || StdTcpStream::connect(&a).is_err())).await;
+    let md = kafka_harness::metadata(&pb, Some(&[]), Duration::from_secs(10)).expect("metadata after the removal");
+    assert_eq!(md.brokers.iter().map(|b| b.node_id).collect::<Vec<_>>(), vec![0]);
+
+    // Clients keep working on broker 0.
+    let on_old = unique_name("proxy-on-old-broker");
+    let (b, t) = (pb.clone(), on_old.clone());
+    let read = blocking(move || {
+        java.create_topic(&b, &t, 2, 1, &[]).expect("create on broker 0");
+        let acks = java.produce(&b, &t, &JavaProduceOptions::default(), &records(8, 2, "old")).expect("produce after the removal");
+        assert_eq!(acks.len(), 8);
+        java.consume(&b, &t, &ConsumeOptions::default()).expect("consume after the removal")
+    })
+    .await;
+    assert_eq!(read.len(), 8);
+}
+
+/// KIP-951 leader endpoints through the proxy, against real brokers: a Produce (v12) and a Fetch
+/// (v17) sent through the proxy's listener of a broker that does not host the partition come back
+/// NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint, and that endpoint is the proxy's
+/// listener of the leader, never the broker's own address. Uses the shared 3-broker destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
+    let cluster = kafka_harness::destination3();
+    let p = TestProxy::start_for(&cluster.bootstrap(), |_| {}).await;
+    let topic = unique_name("proxy-kip951");
+    let java = java_client();
+    let (b, t) = (p.bootstrap(), topic.clone());
+    blocking(move || java.create_topic(&b, &t, 1, 1, &[])).await.expect("create");
+    let via = connect(&p.bootstrap()).await;
+    let md = via
+        .send(&kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![
+            kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(Some(name(&topic))),
+        ])), Some(12))
+        .await
+        .expect("metadata");
+    let (leader, topic_id) = (md.topics[0].partitions[0].leader_id.0, md.topics[0].topic_id);
+    let other = cluster.node_ids().into_iter().find(|id| *id != leader).expect("a broker that does not lead");
+    let leader_endpoint = p.proxy.broker_endpoint(leader).expect("the leader's listener");
+    let wrong = connect(&p.proxy.broker_endpoint(other).expect("the other broker's listener")).await;
+    let is_proxy_leader = |id: i32, host: &str, port: i32| {
+        assert_eq!(id, leader);
+        assert_eq!(format!("{host}:{port}"), leader_endpoint, "the leader endpoint must be the proxy's listener");
+    };
+
+    let record = Record { value: Some(Bytes::from_static(b"kip-951")), ..Record::default() };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let batch = BatchBuilder::new().with_base_timestamp(now).with_records(vec![record]).build().expect("batch");
+    let produce = ProduceRequest::default().with_acks(1).with_timeout_ms(10_000).with_topic_data(vec![
+        produce_request::TopicProduceData::default().with_name(name(&topic)).with_partition_data(vec![
+            produce_request::PartitionProduceData::default().with_index(0).with_records(Some(batch)),
+        ]),
+    ]);
+    let response = wrong.send(&produce, Some(12)).await.expect("produce response");
+    let partition = &response.responses[0].partition_responses[0];
+    assert_eq!(partition.error_code, 6, "NOT_LEADER_OR_FOLLOWER: {response:?}");
+    assert_eq!(partition.current_leader.leader_id.0, leader, "{response:?}");
+    assert_eq!(response.node_endpoints.len(), 1, "{response:?}");
+    let n = &response.node_endpoints[0];
+    is_proxy_leader(n.node_id.0, n.host.as_str(), n.port);
+
+    let fetch = kafka_protocol::messages::FetchRequest::default().with_max_wait_ms(0).with_topics(vec![
+        kafka_protocol::messages::fetch_request::FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![
+            kafka_protocol::messages::fetch_request::FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20),
+        ]),
+    ]);
+    let response = wrong.send(&fetch, Some(17)).await.expect("fetch response");
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 6, "NOT_LEADER_OR_FOLLOWER: {response:?}");
+    assert_eq!(partition.current_leader.leader_id.0, leader, "{response:?}");
+    assert_eq!(response.node_endpoints.len(), 1, "{response:?}");
+    let n = &response.node_endpoints[0];
+    is_proxy_leader(n.node_id.0, n.host.as_str(), n.port);
+    assert!(p.proxy.metrics().requests_of(ApiKey::Fetch) >= 1);
 }

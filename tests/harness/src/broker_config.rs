@@ -34,11 +34,13 @@ pub(crate) fn broker_properties(
     nodes: &[Node],
     node: &Node,
 ) -> Vec<(String, String)> {
-    let n = nodes.len();
+    // Spare broker-only nodes are added later: replication factors and the quorum count the others.
+    let n = nodes.iter().filter(|x| !x.broker_only).count();
     let min_isr = n.min(2);
     let internal_partitions = if n == 1 { 1 } else { 3 };
     let voters: Vec<String> = nodes
         .iter()
+        .filter(|x| !x.broker_only)
         .map(|x| format!("{}@127.0.0.1:{}", x.id, x.controller_port))
         .collect();
     // A secure cluster adds a CLIENT listener (advertised to clients on it); the brokers keep talking
@@ -114,6 +116,17 @@ pub(crate) fn broker_properties(
             "share.coordinator.state.topic.min.isr".into(),
             min_isr.to_string(),
         ));
+    }
+    if node.broker_only {
+        for (key, value) in &mut props {
+            match key.as_str() {
+                "process.roles" => *value = "broker".into(),
+                // A broker-only node has no controller listener; it reaches the quorum through
+                // `controller.quorum.voters` and `controller.listener.names`.
+                "listeners" => *value = value.split(',').filter(|l| !l.starts_with("CONTROLLER://")).collect::<Vec<_>>().join(","),
+                _ => {}
+            }
+        }
     }
     for (key, value) in &spec.broker_props {
         props.retain(|(k, _)| k != key);
@@ -273,6 +286,7 @@ mod tests {
             dir: PathBuf::from("/n"),
             config: PathBuf::new(),
             log: PathBuf::new(),
+            broker_only: false,
         };
         let props = broker_properties(&spec, &dist, std::slice::from_ref(&node), &node);
         assert_eq!(

@@ -4,7 +4,9 @@
 //! Every node is a combined broker + controller (`process.roles=broker,controller`) and every node is a
 //! voter of a static quorum (`controller.quorum.voters`). A 1-node cluster is the simplest thing that
 //! works; a 3-node cluster keeps a quorum of 2 when any one node dies, so it survives `kill -9` of any
-//! single node, the active controller included. Node ids are `0..brokers`.
+//! single node, the active controller included. Node ids are `0..brokers`. Spare nodes
+//! ([`ClusterSpec::spare_brokers`]) are broker-only (`process.roles=broker`), not voters, and start only
+//! when [`Cluster::start_broker`] adds them, so tests can add a broker with a new node id.
 //!
 //! # Layout
 //! ```text
@@ -115,6 +117,10 @@ pub struct ClusterSpec {
     /// Feature levels to format with (`--feature name=level`), e.g. `("transaction.version", 0)` for
     /// pre-KIP-890 transactions on 4.x, whose default is 2.
     pub features: Vec<(String, u16)>,
+    /// Broker-only nodes (`process.roles=broker`, not voters) with ids `brokers..brokers+spare`,
+    /// configured and formatted but not started: [`Cluster::start_broker`] adds one to the running
+    /// cluster later, as an operator adds a broker.
+    pub spare_brokers: u32,
     /// A secure client listener (see [`crate::security`]); `None`: clients use the PLAINTEXT one.
     pub security: Option<ListenerSecurity>,
 }
@@ -133,6 +139,7 @@ impl ClusterSpec {
                 .collect(),
             release_version: None,
             features: Vec::new(),
+            spare_brokers: 0,
             security: None,
         }
     }
@@ -175,6 +182,12 @@ impl ClusterSpec {
         self.features.push((name.into(), level));
         self
     }
+
+    /// Prepares broker-only nodes to add later (see [`ClusterSpec::spare_brokers`]).
+    pub fn spare_brokers(mut self, spare: u32) -> Self {
+        self.spare_brokers = spare;
+        self
+    }
 }
 
 /// One node's fixed facts: they stay the same across kills and restarts.
@@ -194,6 +207,8 @@ pub(crate) struct Node {
     pub(crate) config: PathBuf,
     /// Captured stdout/stderr of the JVM.
     pub(crate) log: PathBuf,
+    /// A spare broker-only node: no controller listener, not a voter, not started with the cluster.
+    pub(crate) broker_only: bool,
 }
 
 impl Node {
@@ -311,7 +326,7 @@ impl Cluster {
         util::create_dir_all(dir).map_err(fatal)?;
         let broker_log_props = write_log_configs(dir, "INFO", false).map_err(fatal)?;
         let mut nodes = Vec::new();
-        for id in 0..spec.brokers as i32 {
+        for id in 0..(spec.brokers + spec.spare_brokers) as i32 {
             let node_dir = dir.join(format!("node-{id}"));
             let port = pick_port().map_err(fatal)?;
             let controller_port = pick_port().map_err(fatal)?;
@@ -327,6 +342,7 @@ impl Cluster {
                 config: node_dir.join("server.properties"),
                 log: node_dir.join("broker.log"),
                 dir: node_dir,
+                broker_only: id >= spec.brokers as i32,
             });
         }
         let listener_props = match spec.security {
@@ -347,8 +363,8 @@ impl Cluster {
         let node_count = nodes.len();
         let cluster = Cluster {
             name: spec.name.clone(),
-            bootstrap: nodes.iter().map(Node::client_addr).collect::<Vec<_>>().join(","),
-            plaintext_bootstrap: nodes.iter().map(Node::addr).collect::<Vec<_>>().join(","),
+            bootstrap: nodes.iter().filter(|n| !n.broker_only).map(Node::client_addr).collect::<Vec<_>>().join(","),
+            plaintext_bootstrap: nodes.iter().filter(|n| !n.broker_only).map(Node::addr).collect::<Vec<_>>().join(","),
             brokers: nodes
                 .iter()
                 .map(|n| (n.id, SocketAddr::from(([127, 0, 0, 1], n.port))))
@@ -366,11 +382,13 @@ impl Cluster {
         let started = (|| {
             let managed = cluster.managed.as_ref().expect("invariant: just built");
             let mut procs = managed.lock_procs();
-            for (index, node) in managed.nodes.iter().enumerate() {
+            // Spare broker-only nodes wait for `start_broker`.
+            let initial = || managed.nodes.iter().enumerate().filter(|(_, n)| !n.broker_only);
+            for (index, node) in initial() {
                 procs[index] = Some(managed.spawn(node)?);
             }
-            let all: Vec<i32> = managed.nodes.iter().map(|n| n.id).collect();
-            for (index, node) in managed.nodes.iter().enumerate() {
+            let all: Vec<i32> = initial().map(|(_, n)| n.id).collect();
+            for (index, node) in initial() {
                 managed.wait_ready(&cluster.name, node, &mut procs[index], &all)?;
             }
             Ok(())
@@ -453,7 +471,8 @@ impl Cluster {
         self.plaintext_bootstrap.clone()
     }
 
-    /// Every node's id and client (PLAINTEXT) address, sorted by id, whether or not it is running now.
+    /// Every node's id and client (PLAINTEXT) address, sorted by id, whether or not it is running now
+    /// (spare brokers included).
     pub fn broker_addrs(&self) -> Vec<(i32, SocketAddr)> {
         self.brokers.clone()
     }
@@ -557,8 +576,8 @@ impl Cluster {
         Ok(())
     }
 
-    /// Starts a node that was killed or stopped, on the same ports and data, and waits until it answers
-    /// Metadata listing itself as a live broker.
+    /// Starts a node that was killed or stopped (or a spare broker, for the first time), on the same
+    /// ports and data, and waits until it answers Metadata listing itself as a live broker.
     ///
     /// # Errors
     /// External cluster, unknown node, node already running, or [`HarnessError::Broker`].
