@@ -173,8 +173,17 @@ where
 {
     let (upstream, upstream_addr) = super::upstream::connect(shared, target).await?;
     debug!(broker.addr = %upstream_addr, "connected upstream");
-    let (upstream_read, upstream_write) = tokio::io::split(upstream);
-    serve_streams(shared, (client_read, client_write), (upstream_read, upstream_write), &upstream_addr, shutdown).await
+    // A plain TCP stream splits into owned halves; a TLS stream, whose two directions share one
+    // state, only through `tokio::io::split`, which locks on every read and write.
+    match upstream {
+        crate::client::MaybeTlsStream::Plain(tcp) => {
+            let halves = tcp.into_split();
+            serve_streams(shared, (client_read, client_write), halves, &upstream_addr, shutdown).await
+        }
+        tls @ crate::client::MaybeTlsStream::Tls(_) => {
+            serve_streams(shared, (client_read, client_write), tokio::io::split(tls), &upstream_addr, shutdown).await
+        }
+    }
 }
 
 /// Serves one client connection over an established broker connection (both as read and write halves).
