@@ -9,7 +9,8 @@
  * include HdrHistogram) on the classpath, as a single-file source program:
  *
  *   java -cp 'target/kafka/4.4.0/libs/*' benches/proxy/ProxyLatency.java --bootstrap HOST:PORT --topic T
- *        [--rate 5000] [--duration-s 30] [--warmup-s 5] [--record-size 1024]
+ *        [--rate 5000] [--duration-s 30] [--warmup-s 5] [--record-size 1024] [--linger-ms 0]
+ *        [--batch-size 16384]
  *
  * Prints one JSON line: sent, received, achieved rate, e2e and ack p50/p99/p99.9/max in microseconds.
  */
@@ -46,12 +47,15 @@ public class ProxyLatency {
         int durationS = Integer.parseInt(arg(args, "duration-s", "30"));
         int warmupS = Integer.parseInt(arg(args, "warmup-s", "5"));
         int size = Math.max(16, Integer.parseInt(arg(args, "record-size", "1024")));
+        String lingerMs = arg(args, "linger-ms", "0");
+        String batchSize = arg(args, "batch-size", "16384");
 
         Properties pp = new Properties();
         pp.put("bootstrap.servers", bootstrap);
         pp.put("acks", "all");
         pp.put("enable.idempotence", "true");
-        pp.put("linger.ms", "0");
+        pp.put("linger.ms", lingerMs);
+        pp.put("batch.size", batchSize);
         pp.put("key.serializer", ByteArraySerializer.class.getName());
         pp.put("value.serializer", ByteArraySerializer.class.getName());
         Properties cp = new Properties();

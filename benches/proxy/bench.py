@@ -11,9 +11,11 @@ and through kafka-mirror-proxy (release build), side by side.
    A warm-up run each way comes first; then --rounds rounds alternate which path goes first, and the
    table shows medians (every round is in the JSON below it).
 3. End-to-end latency at half of the direct maximum producer rate: benches/proxy/ProxyLatency.java
-   (producer and consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy.
-   A second latency run at --low-rate (default 2000 records/s) shows the proxy's own added latency
-   below saturation.
+   (producer and consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy,
+   with the producer settings of the throughput run (linger.ms=5, batch.size=64 KiB), so the rate is
+   half of what that configuration sustains. A second latency run at --low-rate (default 2000
+   records/s) with linger.ms=0 (one record per request) shows the proxy's own added latency per
+   request below saturation.
 4. Proxy CPU per MB: the proxy process's user+system CPU time (/proc/PID/stat) over each proxied
    run, divided by the megabytes moved.
 
@@ -88,7 +90,7 @@ PRODUCER_LINE = re.compile(
 def produce(bootstrap, topic, records, size):
     out = run(JAVA + ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
                       "--record-size", str(size), "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
-                      "acks=all", "linger.ms=5", "batch.size=65536"])
+                      "acks=all", f"linger.ms={THROUGHPUT_LINGER_MS}", f"batch.size={THROUGHPUT_BATCH_SIZE}"])
     m = [PRODUCER_LINE.search(l) for l in out.splitlines()]
     m = [x for x in m if x][-1]
     return {"rps": float(m[2]), "mbps": float(m[3]), "avg_ms": float(m[4]), "p50_ms": int(m[6]), "p99_ms": int(m[8]),
@@ -108,9 +110,15 @@ def consume(bootstrap, topic, records):
     return {"mbps": float(row["MB.sec"]), "rps": float(row["nMsg.sec"]), "mb": float(row["data.consumed.in.MB"])}
 
 
-def latency(bootstrap, topic, rate, seconds, size):
+# The producer settings of the throughput run: the latency run at half of its maximum uses the same,
+# so that "half of the direct maximum" is a rate that client configuration sustains directly.
+THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE = 5, 65536
+
+
+def latency(bootstrap, topic, rate, seconds, size, linger_ms=0, batch_size=16384):
     out = run(JAVA + [str(ROOT / "benches/proxy/ProxyLatency.java"), "--bootstrap", bootstrap, "--topic", topic,
-                      "--rate", str(rate), "--duration-s", str(seconds), "--warmup-s", "5", "--record-size", str(size)],
+                      "--rate", str(rate), "--duration-s", str(seconds), "--warmup-s", "5", "--record-size", str(size),
+                      "--linger-ms", str(linger_ms), "--batch-size", str(batch_size)],
               timeout=seconds + 180)
     return json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
 
@@ -212,7 +220,7 @@ def main():
                 create_topic(bootstrap, topic, args.partitions)
                 log(f"round {r + 1}, {name}: end-to-end latency at {rate} records/s for {args.latency_seconds} s")
                 cpu0 = cpu_seconds(proxy.pid)
-                lat_result = latency(target, topic, rate, args.latency_seconds, args.record_size)
+                lat_result = latency(target, topic, rate, args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE)
                 lat_result["cpu_ms_per_mb"] = (cpu_seconds(proxy.pid) - cpu0) * 1000 / (lat_result["sent"] * args.record_size * 2 / 1e6)
                 rounds[name][r]["latency"] = lat_result
                 log(f"round {r + 1}, {name}: end-to-end latency at {args.low_rate} records/s for {args.latency_seconds} s")
@@ -241,13 +249,13 @@ def main():
          f"{x['produce']['p50_ms']} / {x['produce']['p99_ms']} / {x['produce']['p999_ms']}", ""),
         ("consumer throughput, records/s", f"{d['consume']['rps']:.0f}", f"{x['consume']['rps']:.0f}", ratio(d['consume']['rps'], x['consume']['rps'])),
         ("consumer throughput, MB/s", f"{d['consume']['mbps']:.1f}", f"{x['consume']['mbps']:.1f}", ratio(d['consume']['mbps'], x['consume']['mbps'])),
-        (f"end-to-end latency at {rate} records/s (half the direct max): p50, ms", lat(d, "e2e_p50_us"), lat(x, "e2e_p50_us"), ""),
+        (f"end-to-end latency at {rate} records/s (half the direct max, linger.ms={THROUGHPUT_LINGER_MS}): p50, ms", lat(d, "e2e_p50_us"), lat(x, "e2e_p50_us"), ""),
         ("end-to-end latency p99, ms", lat(d, "e2e_p99_us"), lat(x, "e2e_p99_us"), f"{(x['latency']['e2e_p99_us'] - d['latency']['e2e_p99_us']) / 1000:+.2f} ms"),
         ("end-to-end latency p99.9, ms", lat(d, "e2e_p999_us"), lat(x, "e2e_p999_us"), ""),
         ("produce ack latency at that rate p50 / p99 / p99.9, ms",
          f"{lat(d, 'ack_p50_us')} / {lat(d, 'ack_p99_us')} / {lat(d, 'ack_p999_us')}",
          f"{lat(x, 'ack_p50_us')} / {lat(x, 'ack_p99_us')} / {lat(x, 'ack_p999_us')}", ""),
-        (f"end-to-end latency at {args.low_rate} records/s: p50, ms", low(d, "e2e_p50_us"), low(x, "e2e_p50_us"), f"{(x['latency_low']['e2e_p50_us'] - d['latency_low']['e2e_p50_us']) / 1000:+.2f} ms"),
+        (f"end-to-end latency at {args.low_rate} records/s (linger.ms=0): p50, ms", low(d, "e2e_p50_us"), low(x, "e2e_p50_us"), f"{(x['latency_low']['e2e_p50_us'] - d['latency_low']['e2e_p50_us']) / 1000:+.2f} ms"),
         ("end-to-end latency p99, ms", low(d, "e2e_p99_us"), low(x, "e2e_p99_us"), f"{(x['latency_low']['e2e_p99_us'] - d['latency_low']['e2e_p99_us']) / 1000:+.2f} ms"),
         ("end-to-end latency p99.9, ms", low(d, "e2e_p999_us"), low(x, "e2e_p999_us"), ""),
         ("produce ack latency at that rate p50 / p99 / p99.9, ms",

@@ -206,7 +206,13 @@ pub async fn run_membership(client: Arc<Client>, config: MembershipConfig, assig
                 } else {
                     backoff.next_delay().unwrap_or(config.retry_backoff.max)
                 };
-                debug!(group = %config.group_id, error = %crate::report::error_chain(&e), ?delay, "joining the instance group failed; retrying");
+                // A rebalance in progress or a coordinator moving is routine; failing again and
+                // again (a group id used by consumers, no access to the group) needs an operator.
+                if backoff.attempts() > 3 {
+                    warn!(group = %config.group_id, error = %crate::report::error_chain(&e), ?delay, "cannot join the instance group; this instance copies nothing until it does");
+                } else {
+                    debug!(group = %config.group_id, error = %crate::report::error_chain(&e), ?delay, "joining the instance group failed; retrying");
+                }
                 tokio::select! {
                     biased;
                     () = cancel.cancelled() => return,

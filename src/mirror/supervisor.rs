@@ -45,9 +45,17 @@ struct Running {
 }
 
 impl Running {
-    async fn stop(self) {
-        self.cancel.cancel();
-        let _ = self.handle.await;
+    /// Cancels every task first, then waits for all (each runner's shutdown waits for its writes
+    /// in flight; done one after the other, a revoke of many topics would add those waits up).
+    async fn stop_all(running: impl IntoIterator<Item = Self>) {
+        let handles: Vec<JoinHandle<()>> = running
+            .into_iter()
+            .map(|r| {
+                r.cancel.cancel();
+                r.handle
+            })
+            .collect();
+        futures_util::future::join_all(handles).await;
     }
 }
 
@@ -112,12 +120,9 @@ impl Supervisor {
                 _ = reap.tick() => {}
             }
         }
-        for (_, (_, _, running)) in self.topics.drain() {
-            running.stop().await;
-        }
-        for (_, (_, running)) in self.syncs.drain() {
-            running.stop().await;
-        }
+        let topics = self.topics.drain().map(|(_, (_, _, r))| r);
+        let syncs = self.syncs.drain().map(|(_, (_, r))| r);
+        Running::stop_all(topics.chain(syncs)).await;
     }
 
     /// Starts, updates and stops runners and sync tasks to match the model and the ownership.
@@ -157,12 +162,14 @@ impl Supervisor {
             })
             .map(|(name, _)| name.clone())
             .collect();
-        for name in stale {
-            if let Some((_, _, running)) = self.topics.remove(&name) {
+        let stopping: Vec<Running> = stale
+            .iter()
+            .filter_map(|name| {
                 debug!(topic = %name, "topic runner stopping here (not owned, stopped, or ended)");
-                running.stop().await;
-            }
-        }
+                self.topics.remove(name).map(|(_, _, r)| r)
+            })
+            .collect();
+        Running::stop_all(stopping).await;
         for (name, (identity, want)) in wanted_topics {
             match self.topics.get(&name) {
                 Some((_, want_tx, _)) => {
@@ -196,11 +203,10 @@ impl Supervisor {
             .filter(|(name, (want, running))| running.handle.is_finished() || wanted_syncs.get(*name) != Some(want))
             .map(|(name, _)| name.clone())
             .collect();
-        for name in stale {
-            if let Some((_, running)) = self.syncs.remove(&name) {
-                running.stop().await;
-            }
-            self.shared.sync_statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&name);
+        let stopping: Vec<Running> = stale.iter().filter_map(|name| self.syncs.remove(name).map(|(_, r)| r)).collect();
+        Running::stop_all(stopping).await;
+        for name in &stale {
+            self.shared.sync_statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(name);
         }
         for (name, want) in wanted_syncs {
             if self.syncs.contains_key(&name) {
