@@ -40,36 +40,19 @@ import os
 import re
 import signal
 import statistics
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-VERSION = os.environ.get("KAFKA_VERSION", "4.4.0")
-TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-LIBS = ROOT / "target" / "kafka" / VERSION / "libs"
+from benchlib import LIBS, ROOT, TARGET, VERSION, free_port, logger, run, wait_healthy
+
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def log(msg):
-    print(f"bench: {msg}", file=sys.stderr, flush=True)
+log = logger("bench")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run(cmd, timeout=900):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    if p.returncode != 0:
-        raise SystemExit(f"failed ({p.returncode}): {' '.join(map(str, cmd))}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return p.stdout
 
 
 def cpu_seconds(pid):
@@ -133,18 +116,6 @@ def merge(rounds):
             out[k] = statistics.median(r[k] for r in rounds)
     return out
 
-
-def wait_healthy(url, deadline=60):
-    start = time.monotonic()
-    while time.monotonic() - start < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"the proxy did not become healthy at {url}")
 
 
 def main():

@@ -31,33 +31,17 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-VERSION = os.environ.get("KAFKA_VERSION", "4.4.0")
-TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-LIBS = ROOT / "target" / "kafka" / VERSION / "libs"
+from benchlib import LIBS, ROOT, TARGET, VERSION, free_port, logger, run, wait_healthy
+
 JAVA = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", f"{LIBS}/*"]
 
 
-def log(msg):
-    print(f"request_cost: {msg}", file=sys.stderr, flush=True)
+log = logger("request_cost")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run(cmd, timeout=900):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    if p.returncode != 0:
-        raise SystemExit(f"failed ({p.returncode}): {' '.join(map(str, cmd))}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return p.stdout
 
 
 # --- Kafka wire format, just enough for Produce v12 and v13 (flexible versions, KIP-482) ---------------------
@@ -175,18 +159,6 @@ def send_produces(addr, topic, version, count, in_flight, size, first_cid):
             last_offset = offset
             received += 1
 
-
-def wait_healthy(url, deadline):
-    start = time.monotonic()
-    while time.monotonic() - start < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise SystemExit(f"the proxy did not become healthy at {url}")
 
 
 def main():

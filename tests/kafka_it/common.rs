@@ -10,6 +10,18 @@ use kafka_mirror_proxy::protocol::batch::{ControlType, RawBatch, RecordBatches};
 /// The mapping of source producer ids into the destination (spec §4).
 pub const PID_MAPPING_BIT: i64 = 1 << 62;
 
+/// A 1-node cluster of its own with an authorizer (StandardAuthorizer), for the ACL tests: the shared
+/// clusters run none. Plaintext connections (brokers, controllers, proxies and the tests) are
+/// `User:ANONYMOUS`, a super user.
+pub fn authorizing_cluster(name: &str) -> kafka_harness::Cluster {
+    kafka_harness::Cluster::start(
+        kafka_harness::ClusterSpec::new(name)
+            .prop("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+            .prop("super.users", "User:ANONYMOUS"),
+    )
+    .unwrap()
+}
+
 /// A client for `bootstrap` with a short retry deadline, so a failing test fails quickly.
 pub async fn client(bootstrap: &str) -> Client {
     let mut config = ClientConfig::new(bootstrap);

@@ -14,7 +14,7 @@ use kafka_mirror_proxy::protocol::batch::{BatchBuilder, Record};
 use serde_json::Value;
 
 use crate::binaries::{ProxyProcess, cli_async, describe, properties_file, sample};
-use crate::common::{client, fetch_all_batches, payloads, poll_until};
+use crate::common::{authorizing_cluster, client, fetch_all_batches, payloads, poll_until};
 
 /// Fast failure detection for tests: the broker's minimum session timeout (6 s by default).
 const MEMBERSHIP: &str = "  session_timeout_ms: 6000\n  heartbeat_interval_ms: 1000\n";
@@ -368,19 +368,8 @@ async fn the_owning_instance_keeps_offsets_configs_partitions_and_new_topics_in_
 /// `__mirror_state`), while a destination-only binding and one outside the filter stay as they are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acl_sync_remembers_what_it_created_across_a_restart() {
-    use kafka_harness::{Cluster, ClusterSpec};
     use kafka_mirror_proxy::client::{AclBinding, AclFilter, ANY, PATTERN_LITERAL, PATTERN_PREFIXED, RESOURCE_TOPIC};
-    // Clusters of its own: ACLs need an authorizer, which the shared clusters do not run.
-    let secured = |name: &str| {
-        Cluster::start(
-            ClusterSpec::new(name)
-                .prop("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
-                // Plaintext connections (brokers, controllers, the proxy and these tests) are User:ANONYMOUS.
-                .prop("super.users", "User:ANONYMOUS"),
-        )
-        .unwrap()
-    };
-    let (src, dst, java) = (secured("acl-ctl-source"), secured("acl-ctl-dest"), java_client());
+    let (src, dst, java) = (authorizing_cluster("acl-ctl-source"), authorizing_cluster("acl-ctl-dest"), java_client());
     let (s, d) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
     let binding = |pattern_type, name: &str, principal: &str| AclBinding {
         resource_type: RESOURCE_TOPIC,

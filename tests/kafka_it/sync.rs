@@ -188,19 +188,9 @@ async fn new_topics_matching_the_pattern_are_found() {
 /// same ledger (a restart).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acls_follow_the_source_within_the_filter() {
-    use kafka_harness::{Cluster, ClusterSpec};
     use kafka_mirror_proxy::client::{AclBinding, AclFilter, ANY, PATTERN_LITERAL, PATTERN_PREFIXED, RESOURCE_GROUP, RESOURCE_TOPIC};
     use kafka_mirror_proxy::sync::{AclLedger, AclSync, InMemoryAclLedger, parse_acl_filters};
-    let secured = |name: &str| {
-        Cluster::start(
-            ClusterSpec::new(name)
-                .prop("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
-                // Plaintext connections (brokers, controllers and these tests) are User:ANONYMOUS.
-                .prop("super.users", "User:ANONYMOUS"),
-        )
-        .unwrap()
-    };
-    let (src, dst) = (secured("acl-source"), secured("acl-dest"));
+    let (src, dst) = (crate::common::authorizing_cluster("acl-source"), crate::common::authorizing_cluster("acl-dest"));
     let (s, d) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
     let binding = |resource_type, pattern_type, name: &str, principal: &str, operation| AclBinding {
         resource_type,

@@ -1,0 +1,51 @@
+"""What benches/proxy/bench.py and benches/proxy/request_cost.py share: where things are (the
+repository, cargo's target directory, the Kafka jars the test harness provisions) and small process
+and socket helpers."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSION = os.environ.get("KAFKA_VERSION", "4.4.0")
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+LIBS = ROOT / "target" / "kafka" / VERSION / "libs"
+
+
+def logger(prefix):
+    """A function printing `prefix: message` lines on stderr."""
+    def log(msg):
+        print(f"{prefix}: {msg}", file=sys.stderr, flush=True)
+    return log
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(cmd, timeout=900):
+    """Runs `cmd` in the repository; its stdout, or exits with its output on failure."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    if p.returncode != 0:
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(map(str, cmd))}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p.stdout
+
+
+def wait_healthy(url, deadline=60, poll=0.2):
+    """Polls the proxy's /health until it answers 200, or exits after `deadline` seconds."""
+    start = time.monotonic()
+    while time.monotonic() - start < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(poll)
+    raise SystemExit(f"the proxy did not become healthy at {url}")
