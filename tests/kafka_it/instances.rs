@@ -362,10 +362,11 @@ async fn the_owning_instance_keeps_offsets_configs_partitions_and_new_topics_in_
     drop(member);
 }
 
-/// ACL sync through the control plane with `sync.acls.enabled`: bindings within `acls.include` are
-/// created on the destination; after a SIGKILL and restart of the proxy, a binding deleted at the
-/// source is deleted on the destination too (the mirror's record of what it created is kept in
-/// `__mirror_state`), while a destination-only binding and one outside the filter stay as they are.
+/// ACL sync through the control plane: nothing happens while `sync.acls.enabled` is false (the
+/// default); once enabled with `--alter`, bindings within `acls.include` are created on the
+/// destination; after a SIGKILL and restart of the proxy, a binding deleted at the source is deleted
+/// on the destination too (the mirror's record of what it created is kept in `__mirror_state`),
+/// while a destination-only binding and one outside the filter stay as they are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acl_sync_remembers_what_it_created_across_a_restart() {
     use kafka_mirror_proxy::client::{AclBinding, AclFilter, ANY, PATTERN_LITERAL, PATTERN_PREFIXED, RESOURCE_TOPIC};
@@ -392,10 +393,9 @@ async fn acl_sync_remembers_what_it_created_across_a_restart() {
 
     let mut proxy = ProxyProcess::start(&dst.bootstrap(), "__mirror_state", MEMBERSHIP);
     let mirror = "acl-dr";
-    let config = properties_file(&format!(
-        "bootstrap.servers={}\nsync.acls.enabled=true\nacls.include=topic:prefixed:orders,topic:literal:orders.eu\nmetadata.refresh.interval.ms=1000\n",
-        src.bootstrap()
-    ));
+    // First without `sync.acls.enabled` (default false), the filter already set.
+    let filter = "acls.include=topic:prefixed:orders,topic:literal:orders.eu\nmetadata.refresh.interval.ms=1000\n";
+    let config = properties_file(&format!("bootstrap.servers={}\n{filter}", src.bootstrap()));
     let created = poll_until(Duration::from_secs(60), || async {
         cli_async(&["--bootstrap-server", &proxy.bootstrap, "--create", "--mirror", mirror, "--mirror-config", &config]).await.0.then_some(())
     })
@@ -403,8 +403,19 @@ async fn acl_sync_remembers_what_it_created_across_a_restart() {
     assert!(created.is_some(), "--create");
     let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--add", "--mirror", mirror, "--topic", "orders.eu"]).await;
     assert!(ok, "--add: {err}");
-
+    // Disabled: once the mirror's metadata sync has run twice, the destination still has only its own binding.
+    let configs_synced = format!("kafka_mirror_proxy_mirror_sync_last_success_timestamp_seconds{{mirror=\"{mirror}\",kind=\"topic_configs\"}}");
+    let last_run = || async { sample(&proxy.scrape().await?, &configs_synced) };
+    let first = poll_until(SETTLE, last_run).await.expect("the mirror's sync runs");
+    let ran_twice = poll_until(SETTLE, || async { (last_run().await? > first).then_some(()) }).await;
+    assert!(ran_twice.is_some(), "the mirror's sync did not run: {:?}", proxy.scrape().await);
     let all = AclFilter { resource_type: ANY, pattern_type: ANY, resource_name: None };
+    assert_eq!(d.describe_acls(&all).await.unwrap(), vec![local.clone()], "ACLs synced while sync.acls.enabled is false");
+    // Enabled at run time with --alter.
+    let enable = properties_file("sync.acls.enabled=true\n");
+    let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--alter", "--mirror", mirror, "--mirror-config", &enable]).await;
+    assert!(ok, "--alter: {err}");
+
     let expect = |want: Vec<AclBinding>| {
         let (d, all) = (&d, all.clone());
         async move {
