@@ -20,13 +20,15 @@ echo "quickstart: building (cargo build)"
 cargo build --quiet --bins -p kafka-mirror-proxy -p kafka-harness
 bin=target/debug
 
-up() { # name, extra args...; prints the cluster's bootstrap
-  local name=$1; shift
+up() { # variable, name, extra args...; sets the variable to the cluster's bootstrap
+  # Runs in this shell, not in a $(...) subshell, so that the cluster's pid reaches `pids` and
+  # cleanup stops it however the script ends (Ctrl-C, kill, an error).
+  local var=$1 name=$2; shift 2
   "$bin/kafka-harness" up --name "$name" "$@" >"$work/$name.out" 2>"$work/$name.err" &
   pids+=($!)
   for _ in $(seq 1 180); do
     if grep -q '^bootstrap=' "$work/$name.out" 2>/dev/null; then
-      sed -n 's/^bootstrap=//p' "$work/$name.out" | head -1
+      printf -v "$var" '%s' "$(sed -n 's/^bootstrap=//p' "$work/$name.out" | head -1)"
       return
     fi
     sleep 1
@@ -35,8 +37,8 @@ up() { # name, extra args...; prints the cluster's bootstrap
   exit 1
 }
 echo "quickstart: starting the source and destination clusters (Kafka from Maven Central, cached)"
-source_bootstrap=$(up source)
-dest_bootstrap=$(up destination --prop transaction.partition.verification.enable=false)
+up source_bootstrap source
+up dest_bootstrap destination --prop transaction.partition.verification.enable=false
 echo "quickstart: source $source_bootstrap, destination $dest_bootstrap"
 
 libs="target/kafka/${KAFKA_VERSION:-4.4.0}/libs/*"
