@@ -7,7 +7,8 @@ and through kafka-mirror-proxy (release build), side by side.
 
 1. Producer throughput: Kafka's ProducerPerformance at full speed (acks=all, linger.ms=5,
    batch.size=64 KiB), direct then through the proxy, each into its own fresh topic.
-2. Consumer throughput: Kafka's ConsumerPerformance reading those topics back.
+2. Consumer throughput: Kafka's ConsumerPerformance reading those topics back (whole run, and the
+   fetch phase after the group join, which ConsumerPerformance reports apart).
    A warm-up run each way comes first; then --rounds rounds alternate which path goes first, and the
    table shows medians (every round is in the JSON below it).
 3. End-to-end latency at half of the direct maximum producer rate: benches/proxy/ProxyLatency.java
@@ -90,7 +91,9 @@ def consume(bootstrap, topic, records):
         elif header and line.strip():
             values = [v.strip() for v in line.split(",")]
     row = dict(zip(header, values))
-    return {"mbps": float(row["MB.sec"]), "rps": float(row["nMsg.sec"]), "mb": float(row["data.consumed.in.MB"])}
+    # MB.sec counts from before the group join; fetch.MB.sec only the fetching after it.
+    return {"mbps": float(row["MB.sec"]), "rps": float(row["nMsg.sec"]), "mb": float(row["data.consumed.in.MB"]),
+            "fetch_mbps": float(row["fetch.MB.sec"]), "rebalance_ms": float(row["rebalance.time.ms"])}
 
 
 # The producer settings of the throughput run: the latency run at half of its maximum uses the same,
@@ -220,6 +223,8 @@ def main():
          f"{x['produce']['p50_ms']} / {x['produce']['p99_ms']} / {x['produce']['p999_ms']}", ""),
         ("consumer throughput, records/s", f"{d['consume']['rps']:.0f}", f"{x['consume']['rps']:.0f}", ratio(d['consume']['rps'], x['consume']['rps'])),
         ("consumer throughput, MB/s", f"{d['consume']['mbps']:.1f}", f"{x['consume']['mbps']:.1f}", ratio(d['consume']['mbps'], x['consume']['mbps'])),
+        ("consumer throughput after the group join (fetch phase), MB/s", f"{d['consume']['fetch_mbps']:.1f}", f"{x['consume']['fetch_mbps']:.1f}",
+         ratio(d['consume']['fetch_mbps'], x['consume']['fetch_mbps'])),
         (f"end-to-end latency at {rate} records/s (half the direct max, linger.ms={THROUGHPUT_LINGER_MS}): p50, ms", lat(d, "e2e_p50_us"), lat(x, "e2e_p50_us"), ""),
         ("end-to-end latency p99, ms", lat(d, "e2e_p99_us"), lat(x, "e2e_p99_us"), f"{(x['latency']['e2e_p99_us'] - d['latency']['e2e_p99_us']) / 1000:+.2f} ms"),
         ("end-to-end latency p99.9, ms", lat(d, "e2e_p999_us"), lat(x, "e2e_p999_us"), ""),
@@ -234,8 +239,8 @@ def main():
          f"{low(x, 'ack_p50_us')} / {low(x, 'ack_p99_us')} / {low(x, 'ack_p999_us')}", ""),
         ("records sent / received in the latency run", f"{d['latency']['sent']:.0f} / {d['latency']['received']:.0f}",
          f"{x['latency']['sent']:.0f} / {x['latency']['received']:.0f}", ""),
-        ("proxy CPU per MB produced / consumed, ms", "", f"{x['cpu_produce_ms_per_mb']:.1f} / {x['cpu_consume_ms_per_mb']:.1f}", ""),
-        ("proxy CPU per MB in the latency run (in + out), ms", "", f"{x['cpu_latency_ms_per_mb']:.1f}", ""),
+        ("proxy CPU per MB produced / consumed, ms", "", f"{x['cpu_produce_ms_per_mb']:.2f} / {x['cpu_consume_ms_per_mb']:.2f}", ""),
+        ("proxy CPU per MB in the latency run (in + out), ms", "", f"{x['cpu_latency_ms_per_mb']:.2f}", ""),
     ]
     table = ["| measure | direct | through the proxy | proxy / direct |", "|---|---|---|---|"]
     table += [f"| {a} | {b} | {c} | {r} |" for a, b, c, r in rows]

@@ -33,6 +33,9 @@ pub struct Metrics {
     pub(crate) request_bytes: AtomicU64,
     pub(crate) response_bytes: AtomicU64,
     pub(crate) rewritten_responses: AtomicU64,
+    pub(crate) streamed_responses: AtomicU64,
+    pub(crate) streamed_endpoints_dropped: AtomicU64,
+    pub(crate) spliced_bytes: AtomicU64,
     pub(crate) refused_partitions: AtomicU64,
     pub(crate) refused_resources: AtomicU64,
     pub(crate) malformed_requests: AtomicU64,
@@ -60,6 +63,9 @@ impl Default for Metrics {
             request_bytes: AtomicU64::new(0),
             response_bytes: AtomicU64::new(0),
             rewritten_responses: AtomicU64::new(0),
+            streamed_responses: AtomicU64::new(0),
+            streamed_endpoints_dropped: AtomicU64::new(0),
+            spliced_bytes: AtomicU64::new(0),
             refused_partitions: AtomicU64::new(0),
             refused_resources: AtomicU64::new(0),
             malformed_requests: AtomicU64::new(0),
@@ -99,6 +105,16 @@ impl Metrics {
         self.refused_partitions.load(Ordering::Relaxed)
     }
 
+    /// Fetch responses streamed so far.
+    pub fn streamed_responses(&self) -> u64 {
+        self.streamed_responses.load(Ordering::Relaxed)
+    }
+
+    /// Record bytes spliced so far.
+    pub fn spliced_bytes(&self) -> u64 {
+        self.spliced_bytes.load(Ordering::Relaxed)
+    }
+
     /// Client connections open now.
     pub fn connections_active(&self) -> i64 {
         self.connections_active.load(Ordering::Relaxed)
@@ -121,6 +137,14 @@ impl Metrics {
         counter(&mut out, "request_bytes_total", "Bytes of client requests read.", l(&self.request_bytes));
         counter(&mut out, "response_bytes_total", "Bytes of responses written to clients.", l(&self.response_bytes));
         counter(&mut out, "rewritten_responses_total", "Responses decoded and re-encoded.", l(&self.rewritten_responses));
+        counter(&mut out, "streamed_responses_total", "Large Fetch responses forwarded as their bytes arrived.", l(&self.streamed_responses));
+        counter(
+            &mut out,
+            "streamed_endpoints_dropped_total",
+            "Streamed Fetch responses whose leader endpoints did not fit in the broker's bytes and were left out (the client refreshes metadata).",
+            l(&self.streamed_endpoints_dropped),
+        );
+        counter(&mut out, "spliced_bytes_total", "Record bytes moved from broker to client socket without a copy (splice).", l(&self.spliced_bytes));
         counter(&mut out, "refused_partitions_total", "Partitions refused by the write policy (Produce, DeleteRecords).", l(&self.refused_partitions));
         counter(&mut out, "refused_resources_total", "Topics or config resources refused by the write policy.", l(&self.refused_resources));
         counter(&mut out, "malformed_requests_total", "Client connections closed for a malformed request.", l(&self.malformed_requests));

@@ -20,7 +20,8 @@
 //! `mirror_apis` (the seam to the mirror admin APIs, answered by `src/admin`), `cancel` (a shutdown
 //! signal cheap to poll per request),
 //! `wire` and `requests` (reading untrusted requests), `policy` (what is refused), `rewrite`
-//! (responses), `versions` (ApiVersions), `metrics` (`/metrics`, `/health`).
+//! (responses), `stream` (large Fetch responses forwarded as they arrive) and `splice` (their record
+//! sets moved socket to socket), `versions` (ApiVersions), `metrics` (`/metrics`, `/health`).
 //!
 //! Must not touch: replication or mirror state directly; it asks [`crate::mirror::MirrorLookup`]
 //! whether a topic is mirrored.
@@ -37,6 +38,8 @@ mod requests;
 mod rewrite;
 mod server;
 mod session;
+mod splice;
+mod stream;
 mod tls;
 mod upstream;
 mod versions;

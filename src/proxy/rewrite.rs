@@ -21,7 +21,7 @@
 //! | DescribeClusterResponse (60)          | `brokers[]`, `endpoint_type` 1 (brokers)     | rewritten            | brokers, as in Metadata |
 //! | DescribeClusterResponse (60)          | `brokers[]`, `endpoint_type` 2 (controllers) | unchanged            | controllers (KIP-919); a broker answers such a request with MISMATCHED_ENDPOINT_TYPE anyway |
 //! | ProduceResponse (0)                   | `node_endpoints` (v10+, tagged, KIP-951)     | rewritten            | new leaders, clients connect to them |
-//! | FetchResponse (1)                     | `node_endpoints` (v16+, tagged, KIP-951)     | rewritten            | the same |
+//! | FetchResponse (1)                     | `node_endpoints` (v16+, tagged, KIP-951)     | rewritten            | the same; in a streamed (large) response within the broker's bytes, else left out ([`super::stream`]) |
 //! | ShareFetchResponse (78)               | `node_endpoints`                             | rewritten (v1)       | the same, for share consumers (KIP-932) |
 //! | ShareAcknowledgeResponse (79)         | `node_endpoints`                             | rewritten (v1)       | the same |
 //! | DescribeQuorumResponse (55)           | `nodes[].listeners` (v2+, KIP-853)           | unchanged            | the KRaft controllers' own listeners (e.g. `CONTROLLER://host:9093`), shown by `kafka-metadata-quorum describe`; no client connects to them from this answer, and the proxy has no controller listener to map them to (a broker listener in their place would send controller RPCs to brokers) |

@@ -29,6 +29,9 @@
 //!   responses:  wait c1's task ─► c1 ─► broker's c2 ─► broker's c3   (buffered by the socket meanwhile)
 //! ```
 //!
+//! Fetch responses of 64 KiB and more are not read whole: the responses half forwards them as their
+//! bytes arrive ([`super::stream`]), so a connection never holds a whole large response.
+//!
 //! The two halves run as two futures in the session's task (not two tasks), so they cannot deadlock
 //! on each other: a broker that blocks on writing a large response is still read while the requests
 //! half waits to write a large request.
@@ -71,9 +74,12 @@ use super::policy::Refusals;
 use super::requests::{ScannedRequest, TopicRef, rebuild, scan_request};
 use super::rewrite::{Decoded, carries_no_endpoints, needs_decode, split_response, unsupported_api_versions};
 use super::server::Shared;
+use super::splice::{AsTcp, Pipe};
+use super::stream::{self, STREAM_FROM_BYTES, StreamError};
 use super::versions::is_supported;
 use super::wire::{Reader, RequestHead, request_body_offset};
 use crate::protocol::FrameDecoder;
+use crate::protocol::frame::FrameError;
 
 /// Longest a client's TLS handshake may take.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -169,7 +175,7 @@ async fn serve_split<R, W>(
 ) -> Result<(), SessionError>
 where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    W: AsyncWrite + Unpin + AsTcp,
 {
     let (upstream, upstream_addr) = super::upstream::connect(shared, target).await?;
     debug!(broker.addr = %upstream_addr, "connected upstream");
@@ -196,8 +202,8 @@ async fn serve_streams<R, W, UR, UW>(
 ) -> Result<(), SessionError>
 where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-    UR: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + AsTcp,
+    UR: AsyncRead + Unpin + AsTcp,
     UW: AsyncWrite + Unpin,
 {
     let client_rx = FramedRead::new(client_read, FrameDecoder::new(shared.settings.max_frame_bytes));
@@ -482,9 +488,13 @@ async fn responses_half<R, W>(
     mut pending: mpsc::Receiver<Pending>,
 ) -> Result<(), SessionError>
 where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    R: AsyncRead + Unpin + AsTcp,
+    W: AsyncWrite + Unpin + AsTcp,
 {
+    // Made at the first large Fetch response when both sides are plain TCP (see `super::splice`);
+    // `Err` once making it failed, then record sets are copied.
+    let mut pipe: Option<std::io::Result<Pipe>> = None;
+    let both_tcp = upstream_rx.get_ref().tcp().is_some() && client_tx.tcp().is_some();
     while let Some(p) = pending.recv().await {
         let out = match p {
             Pending::Local(frame) => frame,
@@ -497,7 +507,33 @@ where
                 }
             }
             Pending::Upstream(expected) => {
-                let frame = match upstream_rx.next().await {
+                if streamable(&expected) {
+                    let addr = || upstream_addr.to_owned();
+                    let len = stream::peek_frame_len(&mut upstream_rx)
+                        .await
+                        .map_err(|e| SessionError::UpstreamFrame { addr: addr(), source: FrameError::Io(e) })?;
+                    let max = shared.settings.max_response_bytes;
+                    if let Some(len) = len.and_then(|l| usize::try_from(l).ok()).filter(|l| (STREAM_FROM_BYTES..=max).contains(l)) {
+                        let pipe = both_tcp.then(|| pipe.get_or_insert_with(Pipe::new).as_ref().ok()).flatten();
+                        let done = stream::forward_fetch(&mut upstream_rx, len, expected.api_version, expected.correlation_id, &mut client_tx, pipe, |e| async move {
+                            shared.endpoints_for(&e).await
+                        })
+                        .await
+                        .map_err(|e| stream_error(e, upstream_addr))?;
+                        add(&shared.metrics.response_bytes, done.bytes);
+                        add(&shared.metrics.spliced_bytes, done.spliced);
+                        inc(&shared.metrics.streamed_responses);
+                        if done.rewritten {
+                            inc(&shared.metrics.rewritten_responses);
+                        }
+                        if done.endpoints_dropped {
+                            inc(&shared.metrics.streamed_endpoints_dropped);
+                            debug!(correlation_id = expected.correlation_id, "leader endpoints left out of a streamed Fetch response: longer than the broker's");
+                        }
+                        continue;
+                    }
+                }
+                let frame = match stream::next_frame(&mut upstream_rx).await {
                     None => return Err(SessionError::UpstreamClosed { addr: upstream_addr.to_owned() }),
                     Some(Err(source)) => return Err(SessionError::UpstreamFrame { addr: upstream_addr.to_owned(), source }),
                     Some(Ok(frame)) => frame,
@@ -531,6 +567,27 @@ where
         write_frame(&mut client_tx, out).await.map_err(SessionError::ClientWrite)?;
     }
     Ok(())
+}
+
+/// A response the proxy forwards as it arrives when it is large: Fetch in a flexible version, with
+/// nothing to merge in (see [`super::stream`]).
+fn streamable(expected: &Expected) -> bool {
+    expected.api_key == Some(ApiKey::Fetch) && expected.api_version >= stream::FIRST_STREAMED_VERSION && expected.refusals.is_none()
+}
+
+/// A streaming failure as the session's error, with the broker's address.
+fn stream_error(e: StreamError, upstream_addr: &str) -> SessionError {
+    let addr = upstream_addr.to_owned();
+    match e {
+        StreamError::Upstream(source) => SessionError::UpstreamFrame { addr, source },
+        StreamError::Client(e) => SessionError::ClientWrite(e),
+        StreamError::Malformed { api_version, source } => SessionError::Rewrite {
+            addr,
+            source: super::rewrite::RewriteError::Decode { api_key: ApiKey::Fetch, api_version, message: source.to_string() },
+        },
+        StreamError::CorrelationMismatch { expected, got } => SessionError::CorrelationMismatch { addr, expected, got },
+        StreamError::Endpoint(e) => SessionError::Endpoint(e),
+    }
 }
 
 #[derive(Debug)]

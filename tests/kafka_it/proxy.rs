@@ -365,6 +365,58 @@ async fn java_and_librdkafka_clients_read_and_write_exact_records_through_the_pr
     assert_eq!(read_uncommitted.len(), 75, "aborted records are visible read_uncommitted");
 }
 
+/// `n` records of about 2 KB each over `partitions`: Fetch responses of them are large enough to be
+/// streamed (64 KiB and more).
+fn large_records(n: usize, partitions: i32, tag: &str) -> Vec<ProduceLine> {
+    (0..n)
+        .map(|i| {
+            let value: String = (0..2000).map(|j| char::from(b'a' + ((i * 7 + j) % 26) as u8)).collect();
+            ProducerRecord::to(i as i32 % partitions).key(format!("k-{tag}-{i}")).value(format!("{tag}-{i}-{value}")).header("i", format!("{i}")).into()
+        })
+        .collect()
+}
+
+/// Large Fetch responses go through the proxy as they arrive, their record sets spliced socket to
+/// socket, and clients read exactly what they read directly: Java at both isolation levels (so
+/// aborted-transaction lists are walked too) and librdkafka.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_fetch_responses_are_streamed_and_read_exactly() {
+    let p = TestProxy::start().await;
+    let (proxy, direct) = (p.bootstrap(), destination().bootstrap());
+    let topic = unique_name("proxy-large");
+    let java = java_client();
+    let (d, t) = (direct.clone(), topic.clone());
+    blocking(move || java.create_topic(&d, &t, 3, 1, &[])).await.expect("create topic");
+    let mut lines = vec![ProduceLine::Begin];
+    lines.extend(large_records(1500, 3, "first"));
+    lines.push(ProduceLine::Commit);
+    lines.push(ProduceLine::Begin);
+    lines.extend(large_records(300, 3, "aborted"));
+    lines.push(ProduceLine::Abort);
+    lines.push(ProduceLine::Begin);
+    lines.extend(large_records(300, 3, "committed"));
+    lines.push(ProduceLine::Commit);
+    let opts = JavaProduceOptions { transactional_id: Some(unique_name("large-txn")), linger_ms: Some(20), ..Default::default() };
+    let (d, t) = (direct.clone(), topic.clone());
+    blocking(move || java.produce(&d, &t, &opts, &lines)).await.expect("produce directly");
+
+    let read = |bootstrap: String, opts: ConsumeOptions, rdkafka: bool| {
+        let topic = topic.clone();
+        blocking(move || if rdkafka { librdkafka_consume(&bootstrap, &topic, &opts) } else { java.consume(&bootstrap, &topic, &opts) })
+    };
+    let direct_committed = read(direct.clone(), ConsumeOptions::read_committed(), false).await.expect("direct read_committed");
+    assert_eq!(direct_committed.len(), 1800, "two committed transactions");
+    let direct_all = read(direct.clone(), ConsumeOptions::default(), false).await.expect("direct read_uncommitted");
+    assert_eq!(direct_all.len(), 2100);
+
+    let before = p.proxy.metrics().streamed_responses();
+    assert_eq!(read(proxy.clone(), ConsumeOptions::read_committed(), false).await.expect("java read_committed"), direct_committed);
+    assert_eq!(read(proxy.clone(), ConsumeOptions::default(), false).await.expect("java read_uncommitted"), direct_all);
+    assert_eq!(read(proxy.clone(), ConsumeOptions::read_committed(), true).await.expect("librdkafka"), direct_committed);
+    assert!(p.proxy.metrics().streamed_responses() > before, "no Fetch response was streamed");
+    assert!(p.proxy.metrics().spliced_bytes() > 1_000_000, "record sets were not spliced: {}", p.proxy.metrics().spliced_bytes());
+}
+
 /// Admin calls through the proxy: topics created and described, and the cluster described with the
 /// proxy's endpoints (never the broker's own).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1034,6 +1086,26 @@ async fn tls_clients_through_the_proxy() {
     assert_eq!(direct.len(), 30);
     assert_eq!(via_java, direct);
     assert_eq!(via_rdkafka, direct);
+
+    // Large Fetch responses to a TLS client are streamed too, copied through the proxy (TLS needs
+    // the bytes), never spliced.
+    let large = unique_name("proxy-tls-large");
+    let (d, t) = (destination().bootstrap(), large.clone());
+    blocking(move || {
+        java.create_topic(&d, &t, 2, 1, &[])?;
+        java.produce(&d, &t, &JavaProduceOptions { linger_ms: Some(20), ..Default::default() }, &large_records(600, 2, "tls"))
+    })
+    .await
+    .expect("large topic, directly");
+    let (d, t) = (destination().bootstrap(), large.clone());
+    let direct = blocking(move || java.consume(&d, &t, &ConsumeOptions::default())).await.expect("direct");
+    assert_eq!(direct.len(), 600);
+    let (b, t) = (proxy.clone(), large.clone());
+    let rd_tls = vec![("security.protocol".to_owned(), "ssl".to_owned()), ("ssl.ca.location".to_owned(), cert.display().to_string())];
+    let via_rdkafka = blocking(move || librdkafka_consume(&b, &t, &ConsumeOptions { props: rd_tls, ..ConsumeOptions::default() })).await.expect("librdkafka over TLS");
+    assert_eq!(via_rdkafka, direct);
+    assert!(p.proxy.metrics().streamed_responses() > 0, "no Fetch response was streamed");
+    assert_eq!(p.proxy.metrics().spliced_bytes(), 0, "TLS bytes cannot be spliced");
 
 }
 

@@ -1,0 +1,664 @@
+//! Large Fetch responses forwarded as their bytes arrive (cut-through) instead of whole.
+//!
+//! Why: a consumer keeps one Fetch in flight per broker. Receiving a megabyte response whole before
+//! sending it on adds the time to receive it to every fetch round trip, and walks a buffer larger than
+//! the CPU caches twice. Forwarded chunk by chunk, the two hops overlap and the bytes are still in
+//! cache when they are written.
+//!
+//! What it must keep: every byte of the broker's response, in order, under the length prefix the
+//! broker announced (sent first, before the rest has arrived). The one field the proxy rewrites in a
+//! Fetch response, the KIP-951 `node_endpoints` (v16+, a tagged field at the very end), is therefore
+//! rewritten within the same number of bytes: the rewritten endpoints plus, if they are shorter, a
+//! padding tagged field (tag [`PAD_TAG`], zero bytes; unknown tags are skipped by every client, KIP-482).
+//! If the proxy's endpoints are longer than the broker's, or shorter by only 1 or 2 bytes (the smallest
+//! padding field is 3), they cannot fit and the field is replaced by padding alone: the client then
+//! refreshes its metadata to find the new leader, as it does with Fetch v15 and older (counted in
+//! `kafka_mirror_proxy_streamed_endpoints_dropped_total`). Only responses of [`STREAM_FROM_BYTES`] or more are streamed; error responses that
+//! carry endpoints are small and take the whole-frame path ([`super::rewrite`]), which rewrites them
+//! without that limit.
+//!
+//! Fetch v12–v15 cannot carry endpoints and are forwarded without being read. v16+ bodies are walked
+//! as they pass: only the fixed-size fields and lengths are read; record sets go straight through,
+//! spliced socket to socket when both sides are plain TCP ([`super::splice`]).
+//!
+//! Memory: a connection holds at most [`CHUNK`] bytes of a streamed response, however large the
+//! response (a consumer's `fetch.max.bytes` is 50 MiB by default), instead of the whole of it.
+//!
+//! Must not touch: record bytes (never parsed here), any API other than Fetch.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use bytes::{Buf as _, BufMut as _, Bytes, BytesMut};
+use futures_util::StreamExt as _;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio_util::codec::{Decoder as _, FramedRead};
+
+use super::error::ProxyError;
+use super::rewrite::{BrokerEndpoint, Endpoint};
+use super::splice::{AsTcp, Pipe, SpliceError, splice_exact};
+use super::wire::{Reader, WireError, put_uvarint};
+use crate::protocol::frame::{FrameDecoder, FrameError};
+
+/// Fetch responses at least this long (body, without the length prefix) are streamed.
+pub(crate) const STREAM_FROM_BYTES: usize = 64 * 1024;
+/// Record sets with at least this many bytes still to come are spliced (plain TCP on both sides).
+const SPLICE_FROM_BYTES: usize = 16 * 1024;
+/// The most bytes read from the broker before they are written to the client.
+const CHUNK: usize = 128 * 1024;
+/// The tag of the padding field that keeps a rewritten tail at the broker's length. A 2-byte varint,
+/// far above the tags Kafka assigns (0, 1, 2 …) so that no client reads it as a field it knows.
+pub(crate) const PAD_TAG: u32 = 16_383;
+/// First Fetch version with `node_endpoints` (KIP-951).
+const FIRST_VERSION_WITH_ENDPOINTS: i16 = 16;
+/// First flexible Fetch version; older ones are not streamed.
+pub(crate) const FIRST_STREAMED_VERSION: i16 = 12;
+
+/// What went wrong while a response was streamed. The client has received part of it, so the
+/// session ends.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StreamError {
+    /// Reading the broker's response failed or the broker closed mid-frame.
+    #[error("reading the broker's response failed")]
+    Upstream(#[source] FrameError),
+    /// Writing to the client failed.
+    #[error("writing to the client failed")]
+    Client(#[source] std::io::Error),
+    /// The response did not match the Fetch schema of its version.
+    #[error("Fetch v{api_version} response does not match its schema")]
+    Malformed {
+        api_version: i16,
+        #[source]
+        source: WireError,
+    },
+    /// The response answered another request.
+    #[error("response to correlation id {got}, expected {expected}")]
+    CorrelationMismatch { expected: i32, got: i32 },
+    /// A leader endpoint could not be mapped to a proxy listener.
+    #[error("mapping leader endpoints failed")]
+    Endpoint(#[source] ProxyError),
+}
+
+/// How a streamed response ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Streamed {
+    /// Bytes written to the client, length prefix included.
+    pub(crate) bytes: usize,
+    /// The leader endpoints were rewritten (or dropped, see [`Streamed::endpoints_dropped`]).
+    pub(crate) rewritten: bool,
+    /// The proxy's endpoints did not fit in the broker's bytes and were left out.
+    pub(crate) endpoints_dropped: bool,
+    /// Bytes moved socket to socket without being copied (see [`super::splice`]).
+    pub(crate) spliced: usize,
+}
+
+/// The announced length of the next frame in `rx`, reading from the broker until its four bytes are
+/// there. `None` when the broker closed first (the frame path then reports it); the bytes stay
+/// in `rx`'s buffer either way, so the next frame must be taken with [`next_frame`], not `rx.next()`
+/// (which reads the socket before decoding what a read of its own did not put there).
+///
+/// # Errors
+/// The broker's socket failed.
+pub(crate) async fn peek_frame_len<R: AsyncRead + Unpin>(rx: &mut FramedRead<R, FrameDecoder>) -> std::io::Result<Option<i32>> {
+    loop {
+        if let Some(p) = rx.read_buffer().get(..4) {
+            return Ok(Some(i32::from_be_bytes([p[0], p[1], p[2], p[3]])));
+        }
+        let mut buf = std::mem::take(rx.read_buffer_mut());
+        buf.reserve(CHUNK);
+        let read = rx.get_mut().read_buf(&mut buf).await;
+        *rx.read_buffer_mut() = buf;
+        if read? == 0 {
+            return Ok(None);
+        }
+    }
+}
+
+/// The next whole frame from `rx`: one already in its buffer first (see [`peek_frame_len`]), else
+/// read by `rx` itself.
+pub(crate) async fn next_frame<R: AsyncRead + Unpin>(rx: &mut FramedRead<R, FrameDecoder>) -> Option<Result<Bytes, FrameError>> {
+    let mut decoder = rx.decoder().clone();
+    match decoder.decode(rx.read_buffer_mut()) {
+        Ok(Some(frame)) => Some(Ok(frame)),
+        Err(e) => Some(Err(e)),
+        Ok(None) => rx.next().await,
+    }
+}
+
+/// Forwards the Fetch response of `len` bytes at the head of `rx` to `client` as it arrives (see the
+/// module doc), checking its correlation id, and rewriting its leader endpoints with `map_endpoints`.
+/// Record sets go through `pipe` when both sides are plain TCP sockets.
+///
+/// # Errors
+/// [`StreamError`]; part of the response may have been written.
+pub(crate) async fn forward_fetch<R, W, F, Fut>(
+    rx: &mut FramedRead<R, FrameDecoder>,
+    len: usize,
+    api_version: i16,
+    correlation_id: i32,
+    client: &mut W,
+    pipe: Option<&Pipe>,
+    map_endpoints: F,
+) -> Result<Streamed, StreamError>
+where
+    R: AsyncRead + Unpin + AsTcp,
+    W: AsyncWrite + Unpin + AsTcp,
+    F: FnOnce(Vec<BrokerEndpoint>) -> Fut,
+    Fut: Future<Output = Result<HashMap<i32, Endpoint>, ProxyError>>,
+{
+    let total = 4 + len;
+    let mut walk = Walk { src: Source { rx, left: total, total }, buf: BytesMut::with_capacity(CHUNK), pos: 0, client, api_version, pipe, spliced: 0 };
+    walk.need(8).await?;
+    walk.pos = 4;
+    let got = walk.i32();
+    if got != correlation_id {
+        return Err(StreamError::CorrelationMismatch { expected: correlation_id, got });
+    }
+    let mut outcome = Streamed { bytes: total, rewritten: false, endpoints_dropped: false, spliced: 0 };
+    if api_version < FIRST_VERSION_WITH_ENDPOINTS {
+        let rest = walk.src.left + walk.buf.len() - walk.pos;
+        walk.advance(rest).await?;
+    } else {
+        walk.skip_tagged_fields().await?; // response header v1
+        walk.body().await?;
+        let tail_len = walk.src.left + walk.buf.len() - walk.pos;
+        walk.need(tail_len).await?;
+        let tail = &walk.buf[walk.pos..];
+        if let Some(nodes) = node_endpoints(tail).map_err(|source| StreamError::Malformed { api_version, source })? {
+            let endpoints: Vec<BrokerEndpoint> = nodes.iter().map(|n| (n.node_id, n.host.clone(), n.port)).collect();
+            let map = map_endpoints(endpoints).await.map_err(StreamError::Endpoint)?;
+            let (new_tail, dropped) = rewrite_tail(tail, &map).map_err(|source| StreamError::Malformed { api_version, source })?;
+            let pos = walk.pos;
+            walk.buf.truncate(pos);
+            walk.buf.extend_from_slice(&new_tail);
+            outcome.rewritten = true;
+            outcome.endpoints_dropped = dropped;
+        }
+        walk.pos = walk.buf.len();
+    }
+    walk.flush().await?;
+    outcome.spliced = walk.spliced;
+    Ok(outcome)
+}
+
+/// The bytes of one frame, taken from the broker connection's read buffer first, then from its socket
+/// (never past the frame, so the next response stays for the frame reader).
+struct Source<'a, R> {
+    rx: &'a mut FramedRead<R, FrameDecoder>,
+    /// Bytes of the frame not taken yet.
+    left: usize,
+    total: usize,
+}
+
+impl<R: AsyncRead + Unpin> Source<'_, R> {
+    /// Appends at least one and at most `max` more bytes of the frame to `into` (none once the frame
+    /// is all taken).
+    async fn pull(&mut self, into: &mut BytesMut, max: usize) -> Result<usize, StreamError> {
+        let max = max.min(self.left);
+        if max == 0 {
+            return Ok(0);
+        }
+        let buffered = self.rx.read_buffer_mut();
+        let n = if buffered.is_empty() {
+            into.reserve(max);
+            let n = self.rx.get_mut().read_buf(&mut (&mut *into).limit(max)).await.map_err(|e| StreamError::Upstream(FrameError::Io(e)))?;
+            if n == 0 {
+                return Err(StreamError::Upstream(FrameError::Truncated { buffered: self.total - self.left, expected: self.total }));
+            }
+            n
+        } else {
+            let n = max.min(buffered.len());
+            into.extend_from_slice(&buffered[..n]);
+            buffered.advance(n);
+            n
+        };
+        self.left -= n;
+        Ok(n)
+    }
+}
+
+/// A walk over one response: `buf[..pos]` is walked and not yet written, `buf[pos..]` taken from the
+/// broker and not yet walked.
+struct Walk<'a, R, W> {
+    src: Source<'a, R>,
+    buf: BytesMut,
+    pos: usize,
+    client: &'a mut W,
+    api_version: i16,
+    pipe: Option<&'a Pipe>,
+    spliced: usize,
+}
+
+impl<R: AsyncRead + Unpin + AsTcp, W: AsyncWrite + Unpin + AsTcp> Walk<'_, R, W> {
+    fn truncated(&self, needed: usize, what: &'static str) -> StreamError {
+        let offset = self.src.total - self.src.left - (self.buf.len() - self.pos);
+        let remaining = self.buf.len() - self.pos;
+        StreamError::Malformed { api_version: self.api_version, source: WireError::Truncated { what, offset, needed, remaining } }
+    }
+
+    /// Makes `n` unwalked bytes available in `buf`.
+    async fn need(&mut self, n: usize) -> Result<(), StreamError> {
+        while self.buf.len() - self.pos < n {
+            let want = (n - (self.buf.len() - self.pos)).max(CHUNK);
+            if self.src.pull(&mut self.buf, want).await? == 0 {
+                return Err(self.truncated(n, "field"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks past `n` bytes: in place if they are here, else written out as they arrive.
+    async fn advance(&mut self, n: usize) -> Result<(), StreamError> {
+        let here = self.buf.len() - self.pos;
+        if n <= here {
+            self.pos += n;
+            return Ok(());
+        }
+        if n - here > self.src.left {
+            return Err(self.truncated(n, "record set"));
+        }
+        self.pos = self.buf.len();
+        self.flush().await?;
+        let mut rest = n - here;
+        while rest > 0 {
+            if rest >= SPLICE_FROM_BYTES && self.src.rx.read_buffer().is_empty() {
+                if let (Some(pipe), Some(from), Some(to)) = (self.pipe, self.src.rx.get_ref().tcp(), self.client.tcp()) {
+                    splice_exact(from, to, pipe, rest).await.map_err(|e| match e {
+                        SpliceError::Read(e) => StreamError::Upstream(FrameError::Io(e)),
+                        SpliceError::Closed { left } => {
+                            StreamError::Upstream(FrameError::Truncated { buffered: self.src.total - self.src.left + rest - left, expected: self.src.total })
+                        }
+                        SpliceError::Write(e) => StreamError::Client(e),
+                    })?;
+                    self.src.left -= rest;
+                    self.spliced += rest;
+                    return Ok(());
+                }
+            }
+            let got = self.src.pull(&mut self.buf, rest.min(CHUNK)).await?;
+            self.client.write_all(&self.buf).await.map_err(StreamError::Client)?;
+            self.buf.clear();
+            rest -= got;
+        }
+        Ok(())
+    }
+
+    /// Writes the walked bytes to the client.
+    async fn flush(&mut self) -> Result<(), StreamError> {
+        if self.pos > 0 {
+            self.client.write_all(&self.buf[..self.pos]).await.map_err(StreamError::Client)?;
+            self.buf.advance(self.pos);
+            self.pos = 0;
+        }
+        if self.src.left == 0 && self.buf.is_empty() {
+            self.client.flush().await.map_err(StreamError::Client)?;
+        }
+        Ok(())
+    }
+
+    fn i32(&mut self) -> i32 {
+        let b = &self.buf[self.pos..self.pos + 4];
+        self.pos += 4;
+        i32::from_be_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    async fn uvarint(&mut self) -> Result<u32, StreamError> {
+        let mut value: u32 = 0;
+        for i in 0..5 {
+            self.need(1).await?;
+            let b = self.buf[self.pos];
+            self.pos += 1;
+            value |= u32::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        let offset = self.src.total - self.src.left - (self.buf.len() - self.pos);
+        Err(StreamError::Malformed { api_version: self.api_version, source: WireError::BadVarint { offset } })
+    }
+
+    /// A compact length (N+1, 0 = null): `None` for null.
+    async fn compact_len(&mut self) -> Result<Option<usize>, StreamError> {
+        Ok((self.uvarint().await? as usize).checked_sub(1))
+    }
+
+    async fn skip_tagged_fields(&mut self) -> Result<(), StreamError> {
+        for _ in 0..self.uvarint().await? {
+            let _tag = self.uvarint().await?;
+            let size = self.uvarint().await? as usize;
+            self.advance(size).await?;
+        }
+        Ok(())
+    }
+
+    /// Walks a flexible Fetch response body (v16+) up to its top-level tagged fields.
+    async fn body(&mut self) -> Result<(), StreamError> {
+        self.need(10).await?;
+        self.pos += 10; // throttle_time_ms, error_code, session_id
+        for _ in 0..self.compact_len().await?.unwrap_or(0) {
+            self.advance(16).await?; // topic_id (v13+)
+            for _ in 0..self.compact_len().await?.unwrap_or(0) {
+                // partition_index, error_code, high_watermark, last_stable_offset, log_start_offset
+                self.advance(4 + 2 + 8 + 8 + 8).await?;
+                for _ in 0..self.compact_len().await?.unwrap_or(0) {
+                    self.advance(16).await?; // producer_id, first_offset
+                    self.skip_tagged_fields().await?;
+                }
+                self.advance(4).await?; // preferred_read_replica
+                if let Some(records) = self.compact_len().await? {
+                    self.advance(records).await?;
+                }
+                self.skip_tagged_fields().await?;
+            }
+            self.skip_tagged_fields().await?;
+        }
+        Ok(())
+    }
+}
+
+/// One entry of `node_endpoints`, with its raw rack and tagged fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NodeEndpoint {
+    node_id: i32,
+    host: String,
+    port: i32,
+    /// Compact nullable string, as it was.
+    rack: Vec<u8>,
+    /// Tagged fields, as they were.
+    tags: Vec<u8>,
+}
+
+/// The tagged fields of a tail: `(tag, data)`, checked to end exactly at the tail's end.
+fn tagged_fields(tail: &[u8]) -> Result<Vec<(u32, &[u8])>, WireError> {
+    let mut r = Reader::new(tail);
+    let count = r.uvarint()?;
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let tag = r.uvarint()?;
+        let size = r.uvarint()? as usize;
+        let start = r.pos();
+        r.skip(size, "tagged field")?;
+        out.push((tag, &tail[start..r.pos()]));
+    }
+    r.finish()?;
+    Ok(out)
+}
+
+/// The leader endpoints in a Fetch response's top-level tagged fields (`None`: none there).
+fn node_endpoints(tail: &[u8]) -> Result<Option<Vec<NodeEndpoint>>, WireError> {
+    let Some(&(_, data)) = tagged_fields(tail)?.iter().find(|(tag, _)| *tag == 0) else {
+        return Ok(None);
+    };
+    let mut r = Reader::new(data);
+    let mut nodes = Vec::new();
+    // node_id + host + port + rack + tags: 11 bytes at least.
+    for _ in 0..r.array_len(true, 11, "node_endpoints")?.unwrap_or(0) {
+        let node_id = r.i32("node_id")?;
+        let host = r.string(true, "host")?;
+        let port = r.i32("port")?;
+        let start = r.pos();
+        r.nullable_string(true, "rack")?;
+        let rack = data[start..r.pos()].to_vec();
+        let start = r.pos();
+        r.skip_tagged_fields()?;
+        nodes.push(NodeEndpoint { node_id, host, port, rack, tags: data[start..r.pos()].to_vec() });
+    }
+    r.finish()?;
+    Ok((!nodes.is_empty()).then_some(nodes))
+}
+
+/// The tail with its `node_endpoints` mapped through `map`, in exactly the tail's length (padded);
+/// `true` if the mapped endpoints did not fit and were left out.
+fn rewrite_tail(tail: &[u8], map: &HashMap<i32, Endpoint>) -> Result<(Vec<u8>, bool), WireError> {
+    let fields = tagged_fields(tail)?;
+    let nodes = node_endpoints(tail)?.unwrap_or_default();
+    let mut endpoints = Vec::new();
+    put_uvarint(&mut endpoints, u32::try_from(nodes.len() + 1).unwrap_or(u32::MAX));
+    for n in &nodes {
+        let (host, port) = map.get(&n.node_id).map_or((n.host.as_str(), n.port), |e| (e.host.as_str(), e.port));
+        endpoints.put_i32(n.node_id);
+        put_uvarint(&mut endpoints, u32::try_from(host.len() + 1).unwrap_or(u32::MAX));
+        endpoints.extend_from_slice(host.as_bytes());
+        endpoints.put_i32(port);
+        endpoints.extend_from_slice(&n.rack);
+        endpoints.extend_from_slice(&n.tags);
+    }
+    let others = || fields.iter().filter(|(tag, _)| *tag != 0 && *tag < PAD_TAG).copied();
+    let with: Vec<(u32, &[u8])> = std::iter::once((0, endpoints.as_slice())).chain(others()).collect();
+    if let Some(out) = fit(with, tail.len()) {
+        return Ok((out, false));
+    }
+    let without: Vec<(u32, &[u8])> = others().collect();
+    fit(without, tail.len()).map(|out| (out, true)).ok_or(WireError::BadLength { what: "node_endpoints", offset: 0, len: tail.len() as i64 })
+}
+
+/// A tagged-field section with `fields` (ascending tags) and padding, exactly `len` bytes long; `None`
+/// if it cannot be.
+fn fit(mut fields: Vec<(u32, &[u8])>, len: usize) -> Option<Vec<u8>> {
+    fields.sort_by_key(|(tag, _)| *tag);
+    let encode = |pads: &[usize]| {
+        let mut out = Vec::with_capacity(len);
+        put_uvarint(&mut out, u32::try_from(fields.len() + pads.len()).ok()?);
+        for (tag, data) in &fields {
+            put_uvarint(&mut out, *tag);
+            put_uvarint(&mut out, u32::try_from(data.len()).ok()?);
+            out.extend_from_slice(data);
+        }
+        for (i, &size) in pads.iter().enumerate() {
+            put_uvarint(&mut out, PAD_TAG + i as u32);
+            put_uvarint(&mut out, u32::try_from(size).ok()?);
+            out.resize(out.len() + size, 0);
+        }
+        Some(out)
+    };
+    let exact = |out: Vec<u8>| (out.len() == len).then_some(out);
+    if let Some(out) = encode(&[]).and_then(exact) {
+        return Some(out);
+    }
+    // One padding field, or two where a varint boundary skips the one length needed.
+    (0..len).find_map(|size| encode(&[size]).and_then(exact)).or_else(|| (0..len).find_map(|size| encode(&[size, 0]).and_then(exact)))
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::fetch_response::{
+        AbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint as KNodeEndpoint, PartitionData,
+    };
+    use kafka_protocol::messages::{BrokerId, ResponseHeader};
+    use kafka_protocol::protocol::{Decodable as _, Encodable as _, StrBytes};
+    use tokio::io::AsyncRead;
+
+    use super::*;
+
+    /// A reader that returns at most `step` bytes per read.
+    struct Trickle {
+        data: Bytes,
+        step: usize,
+    }
+
+    impl AsTcp for Trickle {}
+
+    impl AsyncRead for Trickle {
+        fn poll_read(mut self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+            let n = self.step.min(self.data.len()).min(buf.remaining());
+            let chunk = self.data.split_to(n);
+            buf.put_slice(&chunk);
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    fn response(version: i16, endpoints: &[(i32, &str, i32)], records: usize) -> FetchResponse {
+        let partition = |i: i32, error: i16, bytes: usize| {
+            PartitionData::default()
+                .with_partition_index(i)
+                .with_error_code(error)
+                .with_high_watermark(1000 + i64::from(i))
+                .with_aborted_transactions(Some(vec![AbortedTransaction::default().with_producer_id(kafka_protocol::messages::ProducerId(7)).with_first_offset(3)]))
+                .with_records((bytes > 0).then(|| Bytes::from((0..bytes).map(|b| (b % 251) as u8).collect::<Vec<_>>())))
+                .with_current_leader(LeaderIdAndEpoch::default().with_leader_id(BrokerId(2)).with_leader_epoch(5))
+        };
+        let topic = FetchableTopicResponse::default()
+            .with_topic_id(uuid::Uuid::from_u128(42))
+            .with_partitions(vec![partition(0, 0, records), partition(1, 6, 0), partition(2, 0, records / 3)]);
+        let mut r = FetchResponse::default().with_session_id(9).with_responses(vec![topic.clone(), topic]);
+        if version >= 16 {
+            r = r.with_node_endpoints(
+                endpoints
+                    .iter()
+                    .map(|&(id, host, port)| KNodeEndpoint::default().with_node_id(BrokerId(id)).with_host(StrBytes::from_string(host.to_owned())).with_port(port))
+                    .collect(),
+            );
+        }
+        r
+    }
+
+    /// The response as a broker sends it: length prefix, header v1 (tags), body.
+    fn frame(version: i16, correlation_id: i32, r: &FetchResponse) -> Bytes {
+        let mut body = BytesMut::new();
+        ResponseHeader::default().with_correlation_id(correlation_id).encode(&mut body, 1).expect("header");
+        r.encode(&mut body, version).expect("body");
+        let mut out = BytesMut::new();
+        out.put_i32(i32::try_from(body.len()).expect("len"));
+        out.extend_from_slice(&body);
+        out.freeze()
+    }
+
+    fn decode(version: i16, out: &[u8]) -> FetchResponse {
+        let mut b = Bytes::copy_from_slice(&out[4..]);
+        let header = ResponseHeader::decode(&mut b, 1).expect("header");
+        assert_eq!(header.correlation_id, 77);
+        let r = FetchResponse::decode(&mut b, version).expect("body decodes");
+        assert!(b.is_empty(), "{} bytes left over", b.len());
+        r
+    }
+
+    fn proxy_map(host: &str) -> HashMap<i32, Endpoint> {
+        [(1, Endpoint { host: host.to_owned(), port: 19_001 }), (2, Endpoint { host: host.to_owned(), port: 19_002 })].into()
+    }
+
+    /// Streams `input` (a frame, then `after`) through [`forward_fetch`], `step` bytes per read.
+    async fn stream(input: &Bytes, after: &[u8], version: i16, step: usize, map: HashMap<i32, Endpoint>) -> (Vec<u8>, Streamed, Bytes) {
+        let mut data = BytesMut::from(&input[..]);
+        data.extend_from_slice(after);
+        let mut rx = FramedRead::new(Trickle { data: data.freeze(), step }, FrameDecoder::new(64 << 20));
+        let len = peek_frame_len(&mut rx).await.expect("peek").expect("a frame");
+        let mut out = Vec::new();
+        let done = forward_fetch(&mut rx, usize::try_from(len).expect("len"), version, 77, &mut out, None, |_| async move { Ok(map) })
+            .await
+            .expect("streamed");
+        // The next frame is left for the frame reader.
+        let next = next_frame(&mut rx).await.map(|f| f.expect("next frame")).unwrap_or_default();
+        (out, done, next)
+    }
+
+    #[tokio::test]
+    async fn responses_without_endpoints_pass_byte_for_byte() {
+        for version in [12, 13, 15, 16, 17] {
+            let input = frame(version, 77, &response(version, &[], 200_000));
+            for step in [1 << 20, 7, 4096] {
+                if step == 7 && version != 17 {
+                    continue; // byte-sized reads are slow; one version is enough
+                }
+                let (out, done, next) = stream(&input, &[0, 0, 0, 2, 1, 2], version, step, HashMap::new()).await;
+                assert_eq!(out, input.to_vec(), "v{version} step {step}");
+                assert_eq!(done, Streamed { bytes: input.len(), rewritten: false, endpoints_dropped: false, spliced: 0 });
+                assert_eq!(next.as_ref(), &[1, 2]);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn leader_endpoints_are_rewritten_within_the_same_length() {
+        let broker = response(17, &[(1, "broker-one.example", 9092), (2, "broker-two.example", 9092)], 150_000);
+        let input = frame(17, 77, &broker);
+        for (host, dropped) in [("proxy.example", false), ("broker-one.example", false), ("a-much-longer-proxy-host.example.org", true)] {
+            let (out, done, _) = stream(&input, &[], 17, 5000, proxy_map(host)).await;
+            assert_eq!(out.len(), input.len(), "{host}");
+            assert_eq!(out[..4], input[..4]);
+            assert_eq!(done, Streamed { bytes: input.len(), rewritten: true, endpoints_dropped: dropped, spliced: 0 });
+            let got = decode(17, &out);
+            let mut want = broker.clone();
+            if dropped {
+                want.node_endpoints.clear();
+            } else {
+                for n in &mut want.node_endpoints {
+                    n.host = StrBytes::from_string(host.to_owned());
+                    n.port = 19_000 + n.node_id.0;
+                }
+            }
+            // Everything but the endpoints (and the padding, an unknown tag) is the broker's.
+            let padded = got.unknown_tagged_fields.keys().all(|&t| t >= i32::try_from(PAD_TAG).expect("tag"));
+            assert!(padded, "{:?}", got.unknown_tagged_fields.keys());
+            let mut got = got;
+            got.unknown_tagged_fields.clear();
+            assert_eq!(got, want, "{host}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_mapper_sees_the_brokers_endpoints() {
+        let input = frame(16, 77, &response(16, &[(2, "b2", 9094)], 70_000));
+        let mut rx = FramedRead::new(Trickle { data: input.clone(), step: 1 << 16 }, FrameDecoder::new(1 << 20));
+        let len = peek_frame_len(&mut rx).await.expect("peek").expect("frame");
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        forward_fetch(&mut rx, usize::try_from(len).expect("len"), 16, 77, &mut out, None, |e| {
+            seen = e;
+            async { Ok(proxy_map("p")) }
+        })
+        .await
+        .expect("streamed");
+        assert_eq!(seen, vec![(2, "b2".to_owned(), 9094)]);
+    }
+
+    #[tokio::test]
+    async fn wrong_correlation_id_truncation_and_garbage_are_errors() {
+        let input = frame(17, 5, &response(17, &[], 100_000));
+        let mut rx = FramedRead::new(Trickle { data: input.clone(), step: 1 << 16 }, FrameDecoder::new(1 << 20));
+        let len = usize::try_from(peek_frame_len(&mut rx).await.expect("peek").expect("frame")).expect("len");
+        let e = forward_fetch(&mut rx, len, 17, 77, &mut Vec::new(), None, |_| async { Ok(HashMap::new()) }).await.expect_err("wrong id");
+        assert!(matches!(e, StreamError::CorrelationMismatch { expected: 77, got: 5 }), "{e:?}");
+
+        let input = frame(17, 77, &response(17, &[], 100_000));
+        let cut = input.slice(..input.len() - 10);
+        let mut rx = FramedRead::new(Trickle { data: cut, step: 1 << 16 }, FrameDecoder::new(1 << 20));
+        let e = forward_fetch(&mut rx, len, 17, 77, &mut Vec::new(), None, |_| async { Ok(HashMap::new()) }).await.expect_err("cut");
+        assert!(matches!(e, StreamError::Upstream(FrameError::Truncated { .. })), "{e:?}");
+
+        // A record set announced longer than the frame.
+        let mut bad = BytesMut::new();
+        bad.put_i32(70_000);
+        bad.put_i32(77);
+        bad.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]); // tags, throttle, error, session, 1 topic
+        bad.resize(70_004, 0xff);
+        let mut rx = FramedRead::new(Trickle { data: bad.freeze(), step: 1 << 16 }, FrameDecoder::new(1 << 20));
+        let e = forward_fetch(&mut rx, 70_000, 17, 77, &mut Vec::new(), None, |_| async { Ok(HashMap::new()) }).await.expect_err("garbage");
+        assert!(matches!(e, StreamError::Malformed { api_version: 17, .. }), "{e:?}");
+    }
+
+    #[test]
+    fn fit_reaches_every_length() {
+        let data = [1_u8; 5];
+        // The field alone is 8 bytes; the smallest padding field is 3 (a 2-byte tag, size 0).
+        for len in 9..11 {
+            assert!(fit(vec![(0, &data[..])], len).is_none(), "{len}");
+        }
+        for len in (8..9).chain(11..400) {
+            let out = fit(vec![(0, &data[..])], len).unwrap_or_else(|| panic!("no fit for {len}"));
+            assert_eq!(out.len(), len);
+            let fields = tagged_fields(&out).expect("walks");
+            assert_eq!(fields[0], (0, &data[..]));
+            assert!(fields[1..].iter().all(|(t, d)| *t >= PAD_TAG && d.iter().all(|&b| b == 0)));
+        }
+        assert!(fit(vec![(0, &data[..])], 7).is_none(), "shorter than the field itself");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_tail_walk_never_panics(tail in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
+            if let Ok(Some(_)) = node_endpoints(&tail) {
+                let _ = rewrite_tail(&tail, &proxy_map("p"));
+            }
+        }
+    }
+}
