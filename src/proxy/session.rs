@@ -29,7 +29,7 @@
 //!   responses:  wait c1's task ─► c1 ─► broker's c2 ─► broker's c3   (buffered by the socket meanwhile)
 //! ```
 //!
-//! Fetch responses of 64 KiB and more are not read whole: the responses half forwards them as their
+//! Fetch responses of 1 MiB and more are not read whole: the responses half forwards them as their
 //! bytes arrive ([`super::stream`]), so a connection never holds a whole large response.
 //!
 //! The two halves run as two futures in the session's task (not two tasks), so they cannot deadlock
@@ -528,7 +528,7 @@ where
                         }
                         if done.endpoints_dropped {
                             inc(&shared.metrics.streamed_endpoints_dropped);
-                            debug!(correlation_id = expected.correlation_id, "leader endpoints left out of a streamed Fetch response: longer than the broker's");
+                            debug!(correlation_id = expected.correlation_id, "leader endpoints left out of a streamed Fetch response: they did not fit in the broker's bytes");
                         }
                         continue;
                     }
@@ -569,10 +569,9 @@ where
     Ok(())
 }
 
-/// A response the proxy forwards as it arrives when it is large: Fetch in a flexible version, with
-/// nothing to merge in (see [`super::stream`]).
+/// A response the proxy forwards as it arrives when it is large: Fetch (see [`super::stream`]).
 fn streamable(expected: &Expected) -> bool {
-    expected.api_key == Some(ApiKey::Fetch) && expected.api_version >= stream::FIRST_STREAMED_VERSION && expected.refusals.is_none()
+    expected.api_key == Some(ApiKey::Fetch) && expected.refusals.is_none()
 }
 
 /// A streaming failure as the session's error, with the broker's address.

@@ -1,28 +1,25 @@
 //! Large Fetch responses forwarded as their bytes arrive (cut-through) instead of whole.
 //!
-//! Why: a consumer keeps one Fetch in flight per broker. Receiving a megabyte response whole before
-//! sending it on adds the time to receive it to every fetch round trip, and walks a buffer larger than
-//! the CPU caches twice. Forwarded chunk by chunk, the two hops overlap and the bytes are still in
-//! cache when they are written.
+//! Why: a bulk consumer's Fetch responses run to megabytes (`fetch.max.bytes` is 50 MiB by default).
+//! Held whole, every connection may hold one of them; streamed, a connection holds at most [`CHUNK`]
+//! bytes of it. And the record sets, nearly all of the bytes, need not pass through user space at
+//! all: they are spliced socket to socket when both sides are plain TCP ([`super::splice`]), which
+//! measured 15% less proxy CPU per consumed megabyte (BENCHMARKS.md).
 //!
 //! What it must keep: every byte of the broker's response, in order, under the length prefix the
 //! broker announced (sent first, before the rest has arrived). The one field the proxy rewrites in a
 //! Fetch response, the KIP-951 `node_endpoints` (v16+, a tagged field at the very end), is therefore
 //! rewritten within the same number of bytes: the rewritten endpoints plus, if they are shorter, a
-//! padding tagged field (tag [`PAD_TAG`], zero bytes; unknown tags are skipped by every client, KIP-482).
-//! If the proxy's endpoints are longer than the broker's, or shorter by only 1 or 2 bytes (the smallest
-//! padding field is 3), they cannot fit and the field is replaced by padding alone: the client then
-//! refreshes its metadata to find the new leader, as it does with Fetch v15 and older (counted in
-//! `kafka_mirror_proxy_streamed_endpoints_dropped_total`). Only responses of [`STREAM_FROM_BYTES`] or more are streamed; error responses that
-//! carry endpoints are small and take the whole-frame path ([`super::rewrite`]), which rewrites them
-//! without that limit.
+//! padding tagged field (tag [`PAD_TAG`], zero bytes; unknown tags are skipped by every client,
+//! KIP-482). If the proxy's endpoints are longer than the broker's, or shorter by only 1 or 2 bytes
+//! (the smallest padding field is 3), they cannot fit and the field is replaced by padding alone: the
+//! client then refreshes its metadata to find the new leader, as it does with Fetch v15 and older
+//! (counted in `kafka_mirror_proxy_streamed_endpoints_dropped_total`). Only responses of
+//! [`STREAM_FROM_BYTES`] (1 MiB) or more are streamed; error responses that carry endpoints are
+//! small and take the whole-frame path ([`super::rewrite`]), which rewrites them without that limit.
 //!
-//! Fetch v12–v15 cannot carry endpoints and are forwarded without being read. v16+ bodies are walked
-//! as they pass: only the fixed-size fields and lengths are read; record sets go straight through,
-//! spliced socket to socket when both sides are plain TCP ([`super::splice`]).
-//!
-//! Memory: a connection holds at most [`CHUNK`] bytes of a streamed response, however large the
-//! response (a consumer's `fetch.max.bytes` is 50 MiB by default), instead of the whole of it.
+//! Fetch v0–v15 cannot carry endpoints and are forwarded without being read (after the correlation
+//! id). v16+ bodies are walked as they pass: only the fixed-size fields and lengths are read.
 //!
 //! Must not touch: record bytes (never parsed here), any API other than Fetch.
 
@@ -40,10 +37,13 @@ use super::splice::{AsTcp, Pipe, SpliceError, splice_exact};
 use super::wire::{Reader, WireError, put_uvarint};
 use crate::protocol::frame::{FrameDecoder, FrameError};
 
-/// Fetch responses at least this long (body, without the length prefix) are streamed.
-pub(crate) const STREAM_FROM_BYTES: usize = 64 * 1024;
+/// Fetch responses at least this long (body, without the length prefix) are streamed: bulk reads.
+/// Smaller ones, such as those of a consumer keeping up with a producer, go whole as before: in
+/// latency runs at 40,000 records/s (responses of 64 KiB to 1 MiB), streaming them showed more p99
+/// outliers than forwarding them whole (3 of 8 runs against 0 of 8; BENCHMARKS.md).
+pub(crate) const STREAM_FROM_BYTES: usize = 1024 * 1024;
 /// Record sets with at least this many bytes still to come are spliced (plain TCP on both sides).
-const SPLICE_FROM_BYTES: usize = 16 * 1024;
+const SPLICE_FROM_BYTES: usize = 64 * 1024;
 /// The most bytes read from the broker before they are written to the client.
 const CHUNK: usize = 128 * 1024;
 /// The tag of the padding field that keeps a rewritten tail at the broker's length. A 2-byte varint,
@@ -51,8 +51,6 @@ const CHUNK: usize = 128 * 1024;
 pub(crate) const PAD_TAG: u32 = 16_383;
 /// First Fetch version with `node_endpoints` (KIP-951).
 const FIRST_VERSION_WITH_ENDPOINTS: i16 = 16;
-/// First flexible Fetch version; older ones are not streamed.
-pub(crate) const FIRST_STREAMED_VERSION: i16 = 12;
 
 /// What went wrong while a response was streamed. The client has received part of it, so the
 /// session ends.
@@ -464,7 +462,7 @@ mod tests {
     use kafka_protocol::messages::fetch_response::{
         AbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint as KNodeEndpoint, PartitionData,
     };
-    use kafka_protocol::messages::{BrokerId, ResponseHeader};
+    use kafka_protocol::messages::{BrokerId, ResponseHeader, TopicName};
     use kafka_protocol::protocol::{Decodable as _, Encodable as _, StrBytes};
     use tokio::io::AsyncRead;
 
@@ -487,6 +485,11 @@ mod tests {
         }
     }
 
+    /// Fetch responses from v12 have header v1 (tagged fields).
+    fn header_version(version: i16) -> i16 {
+        if version >= 12 { 1 } else { 0 }
+    }
+
     fn response(version: i16, endpoints: &[(i32, &str, i32)], records: usize) -> FetchResponse {
         let partition = |i: i32, error: i16, bytes: usize| {
             PartitionData::default()
@@ -495,12 +498,19 @@ mod tests {
                 .with_high_watermark(1000 + i64::from(i))
                 .with_aborted_transactions(Some(vec![AbortedTransaction::default().with_producer_id(kafka_protocol::messages::ProducerId(7)).with_first_offset(3)]))
                 .with_records((bytes > 0).then(|| Bytes::from((0..bytes).map(|b| (b % 251) as u8).collect::<Vec<_>>())))
-                .with_current_leader(LeaderIdAndEpoch::default().with_leader_id(BrokerId(2)).with_leader_epoch(5))
+                .with_current_leader(if version >= 12 {
+                    LeaderIdAndEpoch::default().with_leader_id(BrokerId(2)).with_leader_epoch(5)
+                } else {
+                    LeaderIdAndEpoch::default()
+                })
         };
-        let topic = FetchableTopicResponse::default()
-            .with_topic_id(uuid::Uuid::from_u128(42))
-            .with_partitions(vec![partition(0, 0, records), partition(1, 6, 0), partition(2, 0, records / 3)]);
-        let mut r = FetchResponse::default().with_session_id(9).with_responses(vec![topic.clone(), topic]);
+        let topic = FetchableTopicResponse::default().with_partitions(vec![partition(0, 0, records), partition(1, 6, 0), partition(2, 0, records / 3)]);
+        let topic = if version >= 13 {
+            topic.with_topic_id(uuid::Uuid::from_u128(42))
+        } else {
+            topic.with_topic(TopicName(StrBytes::from_static_str("large-topic")))
+        };
+        let mut r = FetchResponse::default().with_session_id(if version >= 7 { 9 } else { 0 }).with_responses(vec![topic.clone(), topic]);
         if version >= 16 {
             r = r.with_node_endpoints(
                 endpoints
@@ -515,7 +525,7 @@ mod tests {
     /// The response as a broker sends it: length prefix, header v1 (tags), body.
     fn frame(version: i16, correlation_id: i32, r: &FetchResponse) -> Bytes {
         let mut body = BytesMut::new();
-        ResponseHeader::default().with_correlation_id(correlation_id).encode(&mut body, 1).expect("header");
+        ResponseHeader::default().with_correlation_id(correlation_id).encode(&mut body, header_version(version)).expect("header");
         r.encode(&mut body, version).expect("body");
         let mut out = BytesMut::new();
         out.put_i32(i32::try_from(body.len()).expect("len"));
@@ -525,7 +535,7 @@ mod tests {
 
     fn decode(version: i16, out: &[u8]) -> FetchResponse {
         let mut b = Bytes::copy_from_slice(&out[4..]);
-        let header = ResponseHeader::decode(&mut b, 1).expect("header");
+        let header = ResponseHeader::decode(&mut b, header_version(version)).expect("header");
         assert_eq!(header.correlation_id, 77);
         let r = FetchResponse::decode(&mut b, version).expect("body decodes");
         assert!(b.is_empty(), "{} bytes left over", b.len());
@@ -553,7 +563,7 @@ mod tests {
 
     #[tokio::test]
     async fn responses_without_endpoints_pass_byte_for_byte() {
-        for version in [12, 13, 15, 16, 17] {
+        for version in [5, 11, 12, 13, 15, 16, 17] {
             let input = frame(version, 77, &response(version, &[], 200_000));
             for step in [1 << 20, 7, 4096] {
                 if step == 7 && version != 17 {

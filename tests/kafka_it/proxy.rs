@@ -366,7 +366,7 @@ async fn java_and_librdkafka_clients_read_and_write_exact_records_through_the_pr
 }
 
 /// `n` records of about 2 KB each over `partitions`: Fetch responses of them are large enough to be
-/// streamed (64 KiB and more).
+/// streamed (1 MiB and more).
 fn large_records(n: usize, partitions: i32, tag: &str) -> Vec<ProduceLine> {
     (0..n)
         .map(|i| {
@@ -1093,15 +1093,20 @@ async fn tls_clients_through_the_proxy() {
     let (d, t) = (destination().bootstrap(), large.clone());
     blocking(move || {
         java.create_topic(&d, &t, 2, 1, &[])?;
-        java.produce(&d, &t, &JavaProduceOptions { linger_ms: Some(20), ..Default::default() }, &large_records(600, 2, "tls"))
+        java.produce(&d, &t, &JavaProduceOptions { linger_ms: Some(20), ..Default::default() }, &large_records(2000, 2, "tls"))
     })
     .await
     .expect("large topic, directly");
     let (d, t) = (destination().bootstrap(), large.clone());
     let direct = blocking(move || java.consume(&d, &t, &ConsumeOptions::default())).await.expect("direct");
-    assert_eq!(direct.len(), 600);
+    assert_eq!(direct.len(), 2000);
     let (b, t) = (proxy.clone(), large.clone());
-    let rd_tls = vec![("security.protocol".to_owned(), "ssl".to_owned()), ("ssl.ca.location".to_owned(), cert.display().to_string())];
+    // 4 MiB per partition: each response holds a partition's 2 MB, over the streaming threshold.
+    let rd_tls = vec![
+        ("security.protocol".to_owned(), "ssl".to_owned()),
+        ("ssl.ca.location".to_owned(), cert.display().to_string()),
+        ("max.partition.fetch.bytes".to_owned(), "4194304".to_owned()),
+    ];
     let via_rdkafka = blocking(move || librdkafka_consume(&b, &t, &ConsumeOptions { props: rd_tls, ..ConsumeOptions::default() })).await.expect("librdkafka over TLS");
     assert_eq!(via_rdkafka, direct);
     assert!(p.proxy.metrics().streamed_responses() > 0, "no Fetch response was streamed");
