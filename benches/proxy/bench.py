@@ -39,16 +39,14 @@ import argparse
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import time
 from pathlib import Path
 
-from benchlib import LIBS, ROOT, TARGET, VERSION, free_port, logger, run, wait_healthy
+from benchlib import LIBS, ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, run, stop_all, wait_healthy
 
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 log = logger("bench")
@@ -56,9 +54,6 @@ log = logger("bench")
 
 
 
-def cpu_seconds(pid):
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
 
 
 def create_topic(bootstrap, topic, partitions):
@@ -204,12 +199,7 @@ def main():
         results = {name: merge(rs) for name, rs in rounds.items()}
         results["rounds"] = rounds
     finally:
-        for p in reversed(started):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(started)
 
     d, x = results["direct"], results["proxy"]
     x["cpu_latency_ms_per_mb"] = x["latency"]["cpu_ms_per_mb"]

@@ -3,6 +3,7 @@ repository, cargo's target directory, the Kafka jars the test harness provisions
 and socket helpers."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -35,6 +36,23 @@ def run(cmd, timeout=900):
     if p.returncode != 0:
         raise SystemExit(f"failed ({p.returncode}): {' '.join(map(str, cmd))}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return p.stdout
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds the process `pid` has used so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def stop_all(processes, timeout=60):
+    """SIGTERM to each process, newest first; SIGKILL to any still running after `timeout` seconds."""
+    for p in reversed(processes):
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def wait_healthy(url, deadline=60, poll=0.2):

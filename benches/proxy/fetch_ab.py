@@ -19,22 +19,16 @@ a quiet machine.
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import time
 
-from benchlib import LIBS, ROOT, TARGET, VERSION, free_port, logger, run, wait_healthy
+from benchlib import LIBS, ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, run, stop_all, wait_healthy
 
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 log = logger("fetch_ab")
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def fetch_mbps(bootstrap, topic, records):
@@ -117,12 +111,7 @@ def main():
                 cells.append(f"{name} p50 {lat['e2e_p50_us']:.2f} p99 {lat['e2e_p99_us']:.2f} p99.9 {lat['e2e_p999_us']:.2f} ms")
             print(f"latency trial {t + 1} at {args.latency_rate}/s | " + " | ".join(cells), flush=True)
     finally:
-        for p in reversed(started):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(started)
 
 
 if __name__ == "__main__":

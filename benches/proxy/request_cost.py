@@ -27,14 +27,13 @@ import argparse
 import base64
 import os
 import re
-import signal
 import socket
 import struct
 import subprocess
 import time
 from pathlib import Path
 
-from benchlib import LIBS, ROOT, TARGET, VERSION, free_port, logger, run, wait_healthy
+from benchlib import LIBS, ROOT, TARGET, VERSION, free_port, logger, run, stop_all, wait_healthy
 
 JAVA = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", f"{LIBS}/*"]
 
@@ -242,12 +241,7 @@ def main():
         print(f"instructions per Produce request: {total / args.requests:.0f} "
               f"({args.requests} requests of {args.record_size} B, {args.in_flight} in flight, {elapsed:.1f} s under valgrind)")
     finally:
-        for p in reversed(started):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(started, timeout=120)
 
 
 if __name__ == "__main__":
