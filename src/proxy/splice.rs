@@ -52,6 +52,8 @@ impl AsTcp for OwnedWriteHalf {
 /// Halves of TLS streams (and test streams): never spliced.
 impl<T> AsTcp for tokio::io::ReadHalf<T> {}
 impl<T> AsTcp for tokio::io::WriteHalf<T> {}
+/// The client of unit tests.
+#[cfg(test)]
 impl AsTcp for Vec<u8> {}
 
 /// A splice failed.
