@@ -174,6 +174,7 @@ async fn delete_records_and_list_offsets() {
         .await
         .unwrap();
     assert_eq!(again[0].as_ref().unwrap_err().code(), Some(ErrorCode::TopicAlreadyExists));
+    crate::common::partition_ready(&dst_client, &topic, 0).await;
 
     let records = |n: usize| (0..n).map(|i| Record { key: Some(format!("k{i}").into()), value: Some("v".into()), ..Record::default() });
     let plain = BatchBuilder::new().with_base_timestamp(now_ms()).with_records(records(10)).build().unwrap();

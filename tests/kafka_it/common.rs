@@ -100,6 +100,15 @@ pub fn payloads(batches: &[RawBatch]) -> Vec<(i64, i32, bool, Bytes)> {
     batches.iter().map(|b| (b.base_offset(), b.records_count(), b.is_control(), b.records_section())).collect()
 }
 
+/// Waits until the leader of a new topic's `partition` answers for it (a ListOffsets), so that a
+/// Produce, which our client never retries, does not meet NOT_LEADER_OR_FOLLOWER while the
+/// controller's news is still on its way. Returns the partition's end offset.
+pub async fn partition_ready(client: &Client, topic: &str, partition: i32) -> i64 {
+    poll_until(Duration::from_secs(30), || async { client.list_offset(topic, partition, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.ok() })
+        .await
+        .unwrap_or_else(|| panic!("{topic}-{partition} has no leader after 30 s"))
+}
+
 /// Calls `check` every 100 ms until it returns `Some`, or returns `None` after `deadline`.
 pub async fn poll_until<T, F, Fut>(deadline: Duration, mut check: F) -> Option<T>
 where

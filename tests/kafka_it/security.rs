@@ -34,7 +34,7 @@ use kafka_mirror_proxy::report::error_chain;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::poll_until;
+use crate::common::{partition_ready, poll_until};
 
 /// The broker's message for a wrong SCRAM-SHA-256 password (Kafka's `ScramSaslServer`).
 const SCRAM_256_REFUSED: &str = "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256";
@@ -82,6 +82,7 @@ async fn round_trip(client: &Client, cluster: &Cluster, tag: &str) {
         .await
         .expect("create topic");
     assert!(created[0].is_ok(), "{:?}", created[0]);
+    assert_eq!(partition_ready(client, &topic, 0).await, 0, "the new partition is empty");
     let records = (0..25).map(|i| Record {
         key: Some(format!("{tag}-k{i}").into()),
         value: Some(format!("{tag}-v{i}-{}", "x".repeat(i * 7)).into()),
@@ -231,6 +232,7 @@ async fn expired_sasl_sessions_are_replaced_before_use() {
         .await
         .unwrap();
     assert!(created[0].is_ok(), "{:?}", created[0]);
+    partition_ready(&client, &topic, 0).await;
     let batch = |tag: &str| BatchBuilder::new().with_base_timestamp(now_ms()).with_records([Record { value: Some(tag.to_owned().into()), ..Record::default() }]).build().unwrap();
     assert_eq!(client.produce(&topic, 0, batch("first"), &ProduceOptions::default()).await.unwrap().base_offset, 0);
     let leader = client.leader_of(&topic, 0).await.unwrap();
