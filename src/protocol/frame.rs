@@ -48,8 +48,12 @@ impl FrameDecoder {
         Self { max_frame_bytes }
     }
 
-    /// Reads the announced length at the start of `src`, if four bytes are there.
-    fn announced_len(&self, src: &[u8]) -> Result<Option<usize>, FrameError> {
+    /// Reads the announced length at the start of `src`, if four bytes are there, checked against
+    /// the maximum.
+    ///
+    /// # Errors
+    /// A negative or oversized length.
+    pub(crate) fn announced_len(&self, src: &[u8]) -> Result<Option<usize>, FrameError> {
         let Some(prefix) = src.get(..LEN_PREFIX) else {
             return Ok(None);
         };

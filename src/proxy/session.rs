@@ -512,8 +512,7 @@ where
                     let len = stream::peek_frame_len(&mut upstream_rx)
                         .await
                         .map_err(|e| SessionError::UpstreamFrame { addr: addr(), source: FrameError::Io(e) })?;
-                    let max = shared.settings.max_response_bytes;
-                    if let Some(len) = len.and_then(|l| usize::try_from(l).ok()).filter(|l| (STREAM_FROM_BYTES..=max).contains(l)) {
+                    if let Some(len) = len.filter(|&l| l >= STREAM_FROM_BYTES) {
                         let pipe = both_tcp.then(|| pipe.get_or_insert_with(Pipe::new).as_ref().ok()).flatten();
                         let done = stream::forward_fetch(&mut upstream_rx, len, expected.api_version, expected.correlation_id, &mut client_tx, pipe, |e| async move {
                             shared.endpoints_for(&e).await

@@ -91,16 +91,18 @@ pub(crate) struct Streamed {
 }
 
 /// The announced length of the next frame in `rx`, reading from the broker until its four bytes are
-/// there. `None` when the broker closed first (the frame path then reports it); the bytes stay
-/// in `rx`'s buffer either way, so the next frame must be taken with [`next_frame`], not `rx.next()`
+/// there. `None` when the broker closed first or announced a length `rx`'s decoder refuses: the
+/// frame path ([`next_frame`]) then reports it. The bytes stay in `rx`'s buffer either way, so the next frame must be taken with [`next_frame`], not `rx.next()`
 /// (which reads the socket before decoding what a read of its own did not put there).
 ///
 /// # Errors
 /// The broker's socket failed.
-pub(crate) async fn peek_frame_len<R: AsyncRead + Unpin>(rx: &mut FramedRead<R, FrameDecoder>) -> std::io::Result<Option<i32>> {
+pub(crate) async fn peek_frame_len<R: AsyncRead + Unpin>(rx: &mut FramedRead<R, FrameDecoder>) -> std::io::Result<Option<usize>> {
     loop {
-        if let Some(p) = rx.read_buffer().get(..4) {
-            return Ok(Some(i32::from_be_bytes([p[0], p[1], p[2], p[3]])));
+        match rx.decoder().announced_len(rx.read_buffer()) {
+            Ok(Some(len)) => return Ok(Some(len)),
+            Err(_) => return Ok(None),
+            Ok(None) => {}
         }
         let mut buf = std::mem::take(rx.read_buffer_mut());
         buf.reserve(CHUNK);
@@ -300,19 +302,17 @@ impl<R: AsyncRead + Unpin + AsTcp, W: AsyncWrite + Unpin + AsTcp> Walk<'_, R, W>
         i32::from_be_bytes([b[0], b[1], b[2], b[3]])
     }
 
+    /// An unsigned varint, read by [`Reader::uvarint`] once its (at most 5) bytes are here.
     async fn uvarint(&mut self) -> Result<u32, StreamError> {
-        let mut value: u32 = 0;
-        for i in 0..5 {
-            self.need(1).await?;
-            let b = self.buf[self.pos];
-            self.pos += 1;
-            value |= u32::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        let offset = self.src.total - self.src.left - (self.buf.len() - self.pos);
-        Err(StreamError::Malformed { api_version: self.api_version, source: WireError::BadVarint { offset } })
+        let unwalked = self.src.left + self.buf.len() - self.pos;
+        self.need(unwalked.min(5)).await?;
+        let mut r = Reader::at(&self.buf, self.pos);
+        let value = r.uvarint().map_err(|_| {
+            let offset = self.src.total - self.src.left - (self.buf.len() - self.pos);
+            StreamError::Malformed { api_version: self.api_version, source: WireError::BadVarint { offset } }
+        })?;
+        self.pos = r.pos();
+        Ok(value)
     }
 
     /// A compact length (N+1, 0 = null): `None` for null.
@@ -553,7 +553,7 @@ mod tests {
         let mut rx = FramedRead::new(Trickle { data: data.freeze(), step }, FrameDecoder::new(64 << 20));
         let len = peek_frame_len(&mut rx).await.expect("peek").expect("a frame");
         let mut out = Vec::new();
-        let done = forward_fetch(&mut rx, usize::try_from(len).expect("len"), version, 77, &mut out, None, |_| async move { Ok(map) })
+        let done = forward_fetch(&mut rx, len, version, 77, &mut out, None, |_| async move { Ok(map) })
             .await
             .expect("streamed");
         // The next frame is left for the frame reader.
@@ -612,7 +612,7 @@ mod tests {
         let len = peek_frame_len(&mut rx).await.expect("peek").expect("frame");
         let mut out = Vec::new();
         let mut seen = Vec::new();
-        forward_fetch(&mut rx, usize::try_from(len).expect("len"), 16, 77, &mut out, None, |e| {
+        forward_fetch(&mut rx, len, 16, 77, &mut out, None, |e| {
             seen = e;
             async { Ok(proxy_map("p")) }
         })
@@ -625,7 +625,7 @@ mod tests {
     async fn wrong_correlation_id_truncation_and_garbage_are_errors() {
         let input = frame(17, 5, &response(17, &[], 100_000));
         let mut rx = FramedRead::new(Trickle { data: input.clone(), step: 1 << 16 }, FrameDecoder::new(1 << 20));
-        let len = usize::try_from(peek_frame_len(&mut rx).await.expect("peek").expect("frame")).expect("len");
+        let len = peek_frame_len(&mut rx).await.expect("peek").expect("frame");
         let e = forward_fetch(&mut rx, len, 17, 77, &mut Vec::new(), None, |_| async { Ok(HashMap::new()) }).await.expect_err("wrong id");
         assert!(matches!(e, StreamError::CorrelationMismatch { expected: 77, got: 5 }), "{e:?}");
 
