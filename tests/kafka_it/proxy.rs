@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_harness::{
-    ConsumeOptions, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client,
+    ConsumeOptions, ConsumedRecord, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client,
     librdkafka_consume, provision_python, repo_root, unique_name,
 };
 use kafka_mirror_proxy::client::{BrokerConnection, ConnectionConfig};
@@ -246,6 +246,11 @@ fn records(n: usize, partitions: i32, tag: &str) -> Vec<ProduceLine> {
         .collect()
 }
 
+/// All of `topic` as the Java consumer (or librdkafka, if `rdkafka`) reads it from `bootstrap`.
+async fn read_topic(bootstrap: String, topic: String, opts: ConsumeOptions, rdkafka: bool) -> kafka_harness::Result<Vec<ConsumedRecord>> {
+    blocking(move || if rdkafka { librdkafka_consume(&bootstrap, &topic, &opts) } else { java_client().consume(&bootstrap, &topic, &opts) }).await
+}
+
 /// Runs `cmd` with a deadline; returns (success, stdout, stderr).
 fn run(mut cmd: Command, timeout: Duration) -> (bool, String, String) {
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -341,10 +346,7 @@ async fn java_and_librdkafka_clients_read_and_write_exact_records_through_the_pr
         blocking(move || java.produce(&proxy, &topic, &txn, &txn_lines)).await.expect("transactional produce");
     }
 
-    let read = |bootstrap: String, opts: ConsumeOptions, rdkafka: bool| {
-        let topic = topic.clone();
-        blocking(move || if rdkafka { librdkafka_consume(&bootstrap, &topic, &opts) } else { java.consume(&bootstrap, &topic, &opts) })
-    };
+    let read = |bootstrap: String, opts: ConsumeOptions, rdkafka: bool| read_topic(bootstrap, topic.clone(), opts, rdkafka);
     let direct_committed = read(direct.clone(), ConsumeOptions::read_committed(), false).await.expect("direct read");
     let via_proxy = read(proxy.clone(), ConsumeOptions::read_committed(), false).await.expect("java through the proxy");
     let via_rdkafka = read(proxy.clone(), ConsumeOptions::read_committed(), true).await.expect("librdkafka through the proxy");
@@ -400,10 +402,7 @@ async fn large_fetch_responses_are_streamed_and_read_exactly() {
     let (d, t) = (direct.clone(), topic.clone());
     blocking(move || java.produce(&d, &t, &opts, &lines)).await.expect("produce directly");
 
-    let read = |bootstrap: String, opts: ConsumeOptions, rdkafka: bool| {
-        let topic = topic.clone();
-        blocking(move || if rdkafka { librdkafka_consume(&bootstrap, &topic, &opts) } else { java.consume(&bootstrap, &topic, &opts) })
-    };
+    let read = |bootstrap: String, opts: ConsumeOptions, rdkafka: bool| read_topic(bootstrap, topic.clone(), opts, rdkafka);
     let direct_committed = read(direct.clone(), ConsumeOptions::read_committed(), false).await.expect("direct read_committed");
     assert_eq!(direct_committed.len(), 1800, "two committed transactions");
     let direct_all = read(direct.clone(), ConsumeOptions::default(), false).await.expect("direct read_uncommitted");
