@@ -22,8 +22,8 @@
 //! | DescribeClusterResponse (60)          | `brokers[]`, `endpoint_type` 2 (controllers) | unchanged            | controllers (KIP-919); a broker answers such a request with MISMATCHED_ENDPOINT_TYPE anyway |
 //! | ProduceResponse (0)                   | `node_endpoints` (v10+, tagged, KIP-951)     | rewritten            | new leaders, clients connect to them |
 //! | FetchResponse (1)                     | `node_endpoints` (v16+, tagged, KIP-951)     | rewritten            | the same; in a streamed (large) response within the broker's bytes, else left out ([`super::stream`]) |
-//! | ShareFetchResponse (78)               | `node_endpoints`                             | rewritten (v1)       | the same, for share consumers (KIP-932) |
-//! | ShareAcknowledgeResponse (79)         | `node_endpoints`                             | rewritten (v1)       | the same |
+//! | ShareFetchResponse (78)               | `node_endpoints`                             | rewritten (v1–2)     | the same, for share consumers (KIP-932); walked by [`share`], not decoded |
+//! | ShareAcknowledgeResponse (79)         | `node_endpoints`                             | rewritten (v1–2)     | the same |
 //! | DescribeQuorumResponse (55)           | `nodes[].listeners` (v2+, KIP-853)           | unchanged            | the KRaft controllers' own listeners (e.g. `CONTROLLER://host:9093`), shown by `kafka-metadata-quorum describe`; no client connects to them from this answer, and the proxy has no controller listener to map them to (a broker listener in their place would send controller RPCs to brokers) |
 //! | AddRaftVoterRequest (80)              | `listeners[]`                                | unchanged            | a new controller's own listeners, given by the operator; the quorum must use them as they are |
 //! | StreamsGroupHeartbeatRequest/Response (88) | `user_endpoint`, `partitions_by_user_endpoint` | unchanged    | Kafka Streams application endpoints for interactive queries (KIP-1071), not brokers |
@@ -45,8 +45,8 @@
 //! Produce/Fetch leader endpoints by a Produce v12 and a Fetch v17 sent to a broker that does not
 //! lead (the real broker's NOT_LEADER_OR_FOLLOWER answer names the leader at the proxy's listener),
 //! by the leader-change test with the Java clients, and by the unit tests below;
-//! ShareFetch/ShareAcknowledge by `kafka-console-share-consumer` at v1 (the proxy's cap, see
-//! [`super::versions`]); DescribeQuorum by `kafka-metadata-quorum describe --status` (answer as
+//! ShareFetch/ShareAcknowledge by `kafka-console-share-consumer` at v2 (every response walked by
+//! [`share`]); DescribeQuorum by `kafka-metadata-quorum describe --status` (answer as
 //! directly, controller endpoints unchanged). All in `tests/kafka_it/proxy.rs`.
 //!
 //! # References
@@ -61,12 +61,16 @@ use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{
     AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse, DeleteRecordsResponse,
     DescribeClusterResponse, FetchResponse, FindCoordinatorResponse, IncrementalAlterConfigsResponse, MetadataResponse,
-    ProduceResponse, ResponseHeader, SaslAuthenticateResponse, ShareAcknowledgeResponse, ShareFetchResponse,
+    ProduceResponse, ResponseHeader, SaslAuthenticateResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::policy::Refusals;
 use super::versions::cap_api_versions;
+
+mod share;
+pub(crate) use share::VERSIONS as SHARE_VERSIONS;
+use share::ShareResponse;
 
 /// A response could not be decoded or encoded. The session that got it is closed.
 #[derive(Debug, thiserror::Error)]
@@ -101,8 +105,8 @@ pub(crate) enum Decoded {
     DescribeCluster(DescribeClusterResponse),
     Produce(ProduceResponse),
     Fetch(FetchResponse),
-    ShareFetch(ShareFetchResponse),
-    ShareAcknowledge(ShareAcknowledgeResponse),
+    /// ShareFetch or ShareAcknowledge: walked, not decoded ([`share`]).
+    Share(ShareResponse),
     ApiVersions(ApiVersionsResponse),
     DeleteRecords(DeleteRecordsResponse),
     CreatePartitions(CreatePartitionsResponse),
@@ -268,8 +272,9 @@ impl Decoded {
             ApiKey::DescribeCluster => Self::DescribeCluster(decode_one(b, k, v)?),
             ApiKey::Produce => Self::Produce(decode_one(b, k, v)?),
             ApiKey::Fetch => Self::Fetch(decode_one(b, k, v)?),
-            ApiKey::ShareFetch => Self::ShareFetch(decode_one(b, k, v)?),
-            ApiKey::ShareAcknowledge => Self::ShareAcknowledge(decode_one(b, k, v)?),
+            ApiKey::ShareFetch | ApiKey::ShareAcknowledge => Self::Share(
+                ShareResponse::walk(k, v, body).map_err(|e| RewriteError::Decode { api_key: k, api_version: v, message: e.to_string() })?,
+            ),
             ApiKey::ApiVersions => Self::ApiVersions(decode_one(b, k, v)?),
             ApiKey::DeleteRecords => Self::DeleteRecords(decode_one(b, k, v)?),
             ApiKey::CreatePartitions => Self::CreatePartitions(decode_one(b, k, v)?),
@@ -332,8 +337,7 @@ impl Decoded {
             }
             Self::Produce(r) => r.node_endpoints.iter().map(|n| (n.node_id.0, s(&n.host), n.port)).collect(),
             Self::Fetch(r) => r.node_endpoints.iter().map(|n| (n.node_id.0, s(&n.host), n.port)).collect(),
-            Self::ShareFetch(r) => r.node_endpoints.iter().map(|n| (n.node_id.0, s(&n.host), n.port)).collect(),
-            Self::ShareAcknowledge(r) => r.node_endpoints.iter().map(|n| (n.node_id.0, s(&n.host), n.port)).collect(),
+            Self::Share(r) => r.broker_endpoints(),
             _ => Vec::new(),
         }
     }
@@ -374,10 +378,7 @@ impl Decoded {
             }
             Self::Produce(r) => r.node_endpoints.iter_mut().for_each(|n| set(map, n.node_id.0, &mut n.host, &mut n.port)),
             Self::Fetch(r) => r.node_endpoints.iter_mut().for_each(|n| set(map, n.node_id.0, &mut n.host, &mut n.port)),
-            Self::ShareFetch(r) => r.node_endpoints.iter_mut().for_each(|n| set(map, n.node_id.0, &mut n.host, &mut n.port)),
-            Self::ShareAcknowledge(r) => {
-                r.node_endpoints.iter_mut().for_each(|n| set(map, n.node_id.0, &mut n.host, &mut n.port))
-            }
+            Self::Share(r) => r.apply_endpoints(map),
             _ => {}
         }
     }
@@ -420,8 +421,10 @@ impl Decoded {
             Self::DescribeCluster(r) => r.encode(&mut buf, v),
             Self::Produce(r) => r.encode(&mut buf, v),
             Self::Fetch(r) => r.encode(&mut buf, v),
-            Self::ShareFetch(r) => r.encode(&mut buf, v),
-            Self::ShareAcknowledge(r) => r.encode(&mut buf, v),
+            Self::Share(r) => {
+                r.write_body(&mut buf);
+                Ok(())
+            }
             Self::ApiVersions(r) => r.encode(&mut buf, v),
             Self::DeleteRecords(r) => r.encode(&mut buf, v),
             Self::CreatePartitions(r) => r.encode(&mut buf, v),
@@ -621,20 +624,33 @@ mod tests {
             n.port = 9092;
             n
         };
-        let mut fetch = ShareFetchResponse::default();
+        let mut fetch = kafka_protocol::messages::ShareFetchResponse::default();
         fetch.node_endpoints.push(node());
-        let mut ack = ShareAcknowledgeResponse::default();
+        let mut ack = kafka_protocol::messages::ShareAcknowledgeResponse::default();
         let mut n = kafka_protocol::messages::share_acknowledge_response::NodeEndpoint::default();
         n.node_id = BrokerId(4);
         n.host = StrBytes::from_static_str("broker-4");
         ack.node_endpoints.push(n);
-        for (key, decoded) in [(ApiKey::ShareFetch, Decoded::ShareFetch(fetch)), (ApiKey::ShareAcknowledge, Decoded::ShareAcknowledge(ack))] {
-            let frame = decoded.encode(key, 1, 3).unwrap();
+        let encode = |m: &dyn Fn(&mut BytesMut)| {
+            let mut header = BytesMut::new();
+            ResponseHeader::default().with_correlation_id(3).encode(&mut header, 1).unwrap();
+            m(&mut header);
+            header.freeze()
+        };
+        let frames = [
+            (ApiKey::ShareFetch, encode(&|b| fetch.encode(b, 1).unwrap())),
+            (ApiKey::ShareAcknowledge, encode(&|b| ack.encode(b, 1).unwrap())),
+        ];
+        for (key, frame) in frames {
+            assert!(needs_decode(key, 1), "{key:?}");
             let (_, body) = split_response(frame, key, 1).unwrap();
             let mut d = Decoded::decode(key, 1, body).unwrap();
             assert_eq!(d.broker_endpoints().len(), 1, "{key:?}");
             d.apply_endpoints(&map);
             assert_eq!(d.broker_endpoints(), vec![(4, "proxy".to_owned(), 7004)], "{key:?}");
+            let (cid, body) = split_response(d.encode(key, 1, 3).unwrap(), key, 1).unwrap();
+            assert_eq!(cid, 3);
+            assert_eq!(Decoded::decode(key, 1, body).unwrap().broker_endpoints(), vec![(4, "proxy".to_owned(), 7004)]);
         }
         // DescribeCluster: brokers are rewritten, controllers (endpoint_type 2) are not ours to map.
         for endpoint_type in [1, 2] {

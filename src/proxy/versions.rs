@@ -12,7 +12,7 @@
 //! | Metadata                 | broker endpoints, topic ids        | 0–13        |
 //! | FindCoordinator          | coordinator endpoint               | 0–6         |
 //! | DescribeCluster          | broker endpoints                   | 0–2         |
-//! | ShareFetch, ShareAcknowledge | leader endpoints               | 1 (see below) |
+//! | ShareFetch, ShareAcknowledge | leader endpoints               | 1–2 (see below) |
 //! | ApiVersions              | this capping                       | 0–4         |
 //! | DeleteRecords            | write policy                       | 0–2         |
 //! | CreatePartitions         | write policy                       | 0–3         |
@@ -25,11 +25,11 @@
 //! [`super::requests`], which reads the requests. DescribeQuorum is forwarded as is: its endpoints are
 //! controller listeners, which the proxy does not front (the endpoint audit is in [`super::rewrite`]).
 //!
-//! ShareFetch and ShareAcknowledge: Kafka 4.4 serves v1–2, `kafka-protocol` 0.18 decodes v1, so the
-//! proxy advertises v1 only. v2 adds KIP-1206 acquire modes and KIP-1222 renew acknowledgements,
-//! which clients then cannot use through the proxy; Kafka 4.4's own share consumer works at v1
-//! (`kafka-console-share-consumer` reads and acknowledges every record through the proxy:
-//! `proxy::share_consumer_through_the_proxy_at_the_capped_version`).
+//! ShareFetch and ShareAcknowledge: Kafka 4.4 serves v1–2, and `kafka-protocol` 0.18 decodes v1 only.
+//! The proxy reads their responses with its own walk instead (`rewrite::share`: the leader endpoints at
+//! the end are all it changes), so it serves both versions, including v2's KIP-1206 acquire modes and
+//! KIP-1222 renew acknowledgements, whose request fields it forwards unread. Kafka 4.4's share consumer
+//! uses v2 through the proxy (`proxy::share_consumer_through_the_proxy_at_v2`).
 //!
 //! # References
 //! - KIP-511 (ApiVersions v3, flexible): <https://cwiki.apache.org/confluence/x/qRJ4CQ>
@@ -48,8 +48,6 @@ pub fn proxy_range(api_key: ApiKey) -> Option<(i16, i16)> {
         | ApiKey::Metadata
         | ApiKey::FindCoordinator
         | ApiKey::DescribeCluster
-        | ApiKey::ShareFetch
-        | ApiKey::ShareAcknowledge
         | ApiKey::ApiVersions
         | ApiKey::SaslAuthenticate => Some(crate_range()),
         ApiKey::DeleteRecords | ApiKey::CreatePartitions | ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs => {
@@ -57,6 +55,8 @@ pub fn proxy_range(api_key: ApiKey) -> Option<(i16, i16)> {
             let (smin, smax) = super::requests::scan_range(api_key)?;
             Some((min.max(smin), max.min(smax)))
         }
+        // Walked by the proxy's own reader, not decoded by the crate (see the module doc).
+        ApiKey::ShareFetch | ApiKey::ShareAcknowledge => Some(super::rewrite::SHARE_VERSIONS),
         ApiKey::SaslHandshake => Some((1, 1)),
         _ => None,
     }
@@ -102,6 +102,7 @@ mod tests {
             entry(ApiKey::JoinGroup, 0, 99),
             entry(ApiKey::SaslHandshake, 0, 1),
             entry(ApiKey::ShareFetch, 5, 6),
+            entry(ApiKey::ShareAcknowledge, 1, 9),
             ApiVersion::default().with_api_key(32_000).with_min_version(0).with_max_version(3),
         ]);
         cap_api_versions(&mut response);
@@ -113,6 +114,7 @@ mod tests {
                 (ApiKey::Metadata as i16, 0, ApiKey::Metadata.valid_versions().max),
                 (ApiKey::JoinGroup as i16, 0, 99),
                 (ApiKey::SaslHandshake as i16, 1, 1),
+                (ApiKey::ShareAcknowledge as i16, 1, 2),
                 (32_000, 0, 3),
             ]
         );

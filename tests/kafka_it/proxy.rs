@@ -1150,18 +1150,23 @@ async fn describe_quorum_through_the_proxy_keeps_the_controller_endpoints() {
 }
 
 /// A KIP-932 share consumer (Kafka's `kafka-console-share-consumer`, KafkaShareConsumer) through the
-/// proxy: ShareGroupHeartbeat, ShareFetch and ShareAcknowledge at the version the proxy caps them to
-/// (v1, what kafka-protocol 0.18 decodes), every record delivered once and acknowledged (the group's
-/// lag is 0 afterwards, as `kafka-share-groups --describe` reports through the proxy: Kafka 4.4 counts
-/// acknowledged records past the share-partition start offset as delivered, KIP-1226).
+/// proxy: the proxy offers ShareFetch and ShareAcknowledge v1–2 (it walks their responses itself, see
+/// `rewrite::share`), so the consumer, which takes the highest version both sides offer, fetches and
+/// acknowledges at v2 and every response passes the proxy's walk. Every record is delivered once and
+/// acknowledged (the group's lag is 0 afterwards, as `kafka-share-groups --describe` reports through
+/// the proxy: Kafka 4.4 counts acknowledged records past the share-partition start offset as
+/// delivered, KIP-1226).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn share_consumer_through_the_proxy_at_the_capped_version() {
+async fn share_consumer_through_the_proxy_at_v2() {
     let p = TestProxy::start().await;
     let proxy = p.bootstrap();
     let via = connect(&proxy).await;
+    let direct = connect(&destination().bootstrap()).await;
     for key in [ApiKey::ShareFetch, ApiKey::ShareAcknowledge] {
         let range = via.versions().range(key).unwrap_or_else(|| panic!("{key:?} advertised (share.version >= 1 on the destination)"));
-        assert_eq!(range.max, 1, "{key:?} is capped to what the proxy decodes");
+        let broker = direct.versions().range(key).expect("the destination serves share groups");
+        assert_eq!((range.min, range.max), (broker.min.max(1), broker.max.min(2)), "{key:?}: the broker's range, up to v2");
+        assert_eq!(range.max, 2, "{key:?}: Kafka 4.4 serves v2, and so does the proxy");
     }
     let (topic, group) = (unique_name("proxy-share"), unique_name("share-group"));
     let java = java_client();
