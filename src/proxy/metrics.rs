@@ -39,6 +39,7 @@ pub struct Metrics {
     pub(crate) refused_partitions: AtomicU64,
     pub(crate) refused_resources: AtomicU64,
     pub(crate) malformed_requests: AtomicU64,
+    pub(crate) client_reauthentications: AtomicU64,
     pub(crate) unsupported_versions: AtomicU64,
     pub(crate) upstream_connect_failures: AtomicU64,
     pub(crate) brokers: AtomicI64,
@@ -69,6 +70,7 @@ impl Default for Metrics {
             refused_partitions: AtomicU64::new(0),
             refused_resources: AtomicU64::new(0),
             malformed_requests: AtomicU64::new(0),
+            client_reauthentications: AtomicU64::new(0),
             unsupported_versions: AtomicU64::new(0),
             upstream_connect_failures: AtomicU64::new(0),
             brokers: AtomicI64::new(0),
@@ -125,6 +127,11 @@ impl Metrics {
         self.malformed_requests.load(Ordering::Relaxed)
     }
 
+    /// Client SASL re-authentications (KIP-368) passed through so far.
+    pub fn client_reauthentications(&self) -> u64 {
+        self.client_reauthentications.load(Ordering::Relaxed)
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -148,6 +155,12 @@ impl Metrics {
         counter(&mut out, "refused_partitions_total", "Partitions refused by the write policy (Produce, DeleteRecords).", l(&self.refused_partitions));
         counter(&mut out, "refused_resources_total", "Topics or config resources refused by the write policy.", l(&self.refused_resources));
         counter(&mut out, "malformed_requests_total", "Client connections closed for a malformed request.", l(&self.malformed_requests));
+        counter(
+            &mut out,
+            "client_reauthentications_total",
+            "Successful SASL authentications on client connections that had already authenticated (KIP-368, passed through to the broker).",
+            l(&self.client_reauthentications),
+        );
         counter(&mut out, "unsupported_versions_total", "Client connections closed for an API version the proxy cannot read.", l(&self.unsupported_versions));
         counter(&mut out, "upstream_connect_failures_total", "Failed connections to destination brokers.", l(&self.upstream_connect_failures));
         let _ = writeln!(out, "# HELP kafka_mirror_proxy_requests_total Client requests by API.\n# TYPE kafka_mirror_proxy_requests_total counter");

@@ -616,8 +616,16 @@ async fn process_response(
     if decoded.is_successful_authentication() {
         if let Some(user) = expected.sasl_user {
             let principal = format!("User:{user}");
-            info!(client.principal = %principal, "client authenticated");
-            *state.principal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(principal);
+            let mut current = state.principal.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if current.is_some() {
+                // KIP-368: the client renewed its session before the broker's lifetime ran out. The
+                // broker refuses a different principal, so this is the same one.
+                inc(&shared.metrics.client_reauthentications);
+                debug!(client.principal = %principal, "client re-authenticated");
+            } else {
+                info!(client.principal = %principal, "client authenticated");
+            }
+            *current = Some(principal);
         }
     }
     let endpoints = decoded.broker_endpoints();

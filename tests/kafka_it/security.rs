@@ -7,6 +7,7 @@
 //! - the proxy with TLS on its listener in front of a SASL_SSL destination: the Java clients and
 //!   librdkafka authenticate through it, the proxy records their principal (the mirror-API ACLs
 //!   tell), and `kafka-mirrors --command-config` reaches it;
+//! - a Java producer renewing its SASL sessions (KIP-368) through a plaintext proxy;
 //! - a mirror whose source is a SASL_SSL cluster copies a topic exactly.
 
 #![allow(clippy::result_large_err, reason = "the harness's HarnessError, returned from blocking closures")]
@@ -22,7 +23,7 @@ use kafka_harness::{
 };
 use kafka_mirror_proxy::admin::{AclAuthorizer, AdminHandler, MirrorAcl, MirrorAdminClient, MirrorOperation};
 use kafka_mirror_proxy::client::{
-    BackoffConfig, BrokerInfo, Client, ClientConfig, ClientError, ConnectionError, IsolationLevel, NewTopic, ProduceOptions,
+    BackoffConfig, BrokerInfo, Client, ClientConfig, ClientError, ConnectionError, IsolationLevel, NewTopic, OffsetSpec, ProduceOptions,
     SecurityConfig,
 };
 use kafka_mirror_proxy::mirror::{MirrorManager, MirrorManagerConfig, PartitionState, SecretKey};
@@ -248,6 +249,58 @@ async fn expired_sasl_sessions_are_replaced_before_use() {
     let new = client.connection(leader).await.unwrap();
     assert!(!Arc::ptr_eq(&old, &new), "a new connection");
     assert!(new.session_expires_at().unwrap() > expires);
+}
+
+/// KIP-368 through the proxy: the SASL_PLAINTEXT cluster ends sessions after
+/// `connections.max.reauth.ms` (8 s). A Java producer (SCRAM-SHA-512) writing through a plaintext
+/// proxy for three session lifetimes renews its sessions on the connections it has, through the
+/// proxy (a connection whose session ran out would be closed by the broker and its in-flight
+/// requests retried): every record is acknowledged and on the broker once, and the proxy counted the
+/// renewals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_reauthenticate_through_the_proxy() {
+    let dst = secure_cluster(ListenerSecurity::SaslPlaintext);
+    let mut settings = ProxySettings::for_bootstrap(&dst.bootstrap());
+    settings.startup_timeout = Duration::from_secs(30);
+    settings.destination_security = security(&client_props(ListenerSecurity::SaslPlaintext, login("SCRAM-SHA-512", "admin")));
+    let shutdown = CancellationToken::new();
+    let proxy = Proxy::start(settings, Arc::new(kafka_mirror_proxy::mirror::InMemoryMirrorLookup::new()), shutdown.clone())
+        .await
+        .expect("proxy starts");
+    let topic = unique_name("reauth-proxy");
+    let java = java_client();
+    let (b, t) = (dst.plaintext_bootstrap(), topic.clone());
+    blocking(move || java.create_topic(&b, &t, 1, 1, &[])).await.expect("create topic");
+
+    const RECORDS: u64 = 2_000;
+    let lifetime_s = kafka_harness::SASL_SESSION_LIFETIME_MS / 1000;
+    let dir = std::env::temp_dir().join(unique_name("kmp-reauth"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("producer.properties");
+    std::fs::write(&config, properties_text(&client_props(ListenerSecurity::SaslPlaintext, login("SCRAM-SHA-512", "bob")))).unwrap();
+    let (b, t) = (proxy.bootstrap_addr().to_string(), topic.clone());
+    let (ok, stdout, stderr) = blocking(move || {
+        let dist = kafka_harness::dist(&kafka_harness::default_version()).expect("kafka dist");
+        let mut cmd = dist.java(&["-Xmx256m".to_owned(), "-XX:+UseSerialGC".to_owned()], None);
+        // Three session lifetimes of writing.
+        let rate = RECORDS / (3 * lifetime_s);
+        cmd.arg("org.apache.kafka.tools.ProducerPerformance").args([
+            "--topic", &t, "--num-records", &RECORDS.to_string(), "--record-size", "100", "--throughput", &rate.to_string(),
+            "--producer.config", &config.display().to_string(), "--producer-props", &format!("bootstrap.servers={b}"), "acks=all",
+        ]);
+        output(cmd)
+    })
+    .await;
+    assert!(ok, "ProducerPerformance through the proxy:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(&format!("{RECORDS} records sent")), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let renewals = proxy.metrics().client_reauthentications();
+    assert!(renewals >= 2, "the producer's sessions were renewed through the proxy: {renewals} renewals");
+
+    let client = secure_client(&dst.bootstrap(), &client_props(ListenerSecurity::SaslPlaintext, login("SCRAM-SHA-512", "admin"))).await;
+    let end = client.list_offset(&topic, 0, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.expect("end offset");
+    assert_eq!(end, RECORDS as i64, "every record once: no session ran out under an in-flight request");
+    shutdown.cancel();
 }
 
 /// A proxy with TLS on its listener in front of the SASL_SSL cluster: its own connections use the
