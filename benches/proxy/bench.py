@@ -47,6 +47,12 @@ from pathlib import Path
 from benchlib import LIBS, ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, run, stop_all, wait_healthy
 
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
+# With --pin-proxy-cpu: `taskset -c CPUS` for the broker and the client JVMs (every CPU but the proxy's).
+CLIENT_PREFIX = []
+
+
+def java():
+    return CLIENT_PREFIX + JAVA
 
 
 log = logger("bench")
@@ -57,7 +63,7 @@ log = logger("bench")
 
 
 def create_topic(bootstrap, topic, partitions):
-    run(JAVA + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+    run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
                 "--partitions", str(partitions), "--replication-factor", "1"])
 
 
@@ -67,7 +73,7 @@ PRODUCER_LINE = re.compile(
 
 
 def produce(bootstrap, topic, records, size):
-    out = run(JAVA + ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
+    out = run(java() + ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
                       "--record-size", str(size), "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
                       "acks=all", f"linger.ms={THROUGHPUT_LINGER_MS}", f"batch.size={THROUGHPUT_BATCH_SIZE}"])
     m = [PRODUCER_LINE.search(l) for l in out.splitlines()]
@@ -77,7 +83,7 @@ def produce(bootstrap, topic, records, size):
 
 
 def consume(bootstrap, topic, records):
-    out = run(JAVA + ["org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
+    out = run(java() + ["org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
                       "--messages", str(records), "--timeout", "120000"])
     header, values = None, None
     for line in out.splitlines():
@@ -97,7 +103,7 @@ THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE = 5, 65536
 
 
 def latency(bootstrap, topic, rate, seconds, size, linger_ms=0, batch_size=16384):
-    out = run(JAVA + [str(ROOT / "benches/proxy/ProxyLatency.java"), "--bootstrap", bootstrap, "--topic", topic,
+    out = run(java() + [str(ROOT / "benches/proxy/ProxyLatency.java"), "--bootstrap", bootstrap, "--topic", topic,
                       "--rate", str(rate), "--duration-s", str(seconds), "--warmup-s", "5", "--record-size", str(size),
                       "--linger-ms", str(linger_ms), "--batch-size", str(batch_size)],
               timeout=seconds + 180)
@@ -125,7 +131,18 @@ def main():
     ap.add_argument("--low-rate", type=int, default=2000, help="a second latency run at this rate (records/s), below saturation")
     ap.add_argument("--rounds", type=int, default=2, help="measurements per path, alternating which goes first; medians reported")
     ap.add_argument("--out", default=str(ROOT / "target/bench/proxy.md"))
+    ap.add_argument("--pin-proxy-cpu", type=int, metavar="CPU",
+                    help="run the proxy on this CPU alone and the broker and clients on the others (taskset), "
+                         "in both paths: the proxy then has a core of its own, as on a host of its own")
     args = ap.parse_args()
+    proxy_prefix = []
+    if args.pin_proxy_cpu is not None:
+        others = sorted(os.sched_getaffinity(0) - {args.pin_proxy_cpu})
+        if not others or args.pin_proxy_cpu not in os.sched_getaffinity(0):
+            raise SystemExit(f"--pin-proxy-cpu {args.pin_proxy_cpu}: needs that CPU and at least one other")
+        CLIENT_PREFIX[:] = ["taskset", "-c", ",".join(map(str, others))]
+        proxy_prefix = ["taskset", "-c", str(args.pin_proxy_cpu)]
+        log(f"proxy on CPU {args.pin_proxy_cpu}, broker and clients on CPUs {CLIENT_PREFIX[2]}")
 
     log("building the release proxy and the harness")
     run(["cargo", "build", "--release", "--quiet", "--bin", "kafka-mirror-proxy", "-p", "kafka-mirror-proxy"])
@@ -137,7 +154,7 @@ def main():
         bootstrap = os.environ.get("KMP_DEST_BOOTSTRAP")
         if not bootstrap:
             log("starting a 1-broker destination")
-            cluster = subprocess.Popen([str(TARGET / "release/kafka-harness"), "up", "--name", "bench", "--version", VERSION],
+            cluster = subprocess.Popen(CLIENT_PREFIX + [str(TARGET / "release/kafka-harness"), "up", "--name", "bench", "--version", VERSION],
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
             started.append(cluster)
             for line in cluster.stdout:
@@ -150,7 +167,7 @@ def main():
         env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
                    KMP_MIRRORS__ENABLED="false",
                    KMP_DESTINATION__BOOTSTRAP_SERVERS=bootstrap, KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
-        proxy = subprocess.Popen([str(TARGET / "release/kafka-mirror-proxy"), "--config", str(ROOT / "proxy.yaml")], env=env,
+        proxy = subprocess.Popen(proxy_prefix + [str(TARGET / "release/kafka-mirror-proxy"), "--config", str(ROOT / "proxy.yaml")], env=env,
                                  cwd=ROOT)
         started.append(proxy)
         wait_healthy(f"http://127.0.0.1:{metrics}/health")
