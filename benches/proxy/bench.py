@@ -4,6 +4,7 @@ and through kafka-mirror-proxy (release build), side by side.
 
     python3 benches/proxy/bench.py [--records 400000] [--record-size 1024] [--partitions 3]
                                    [--latency-seconds 30] [--rounds 2] [--out target/bench/proxy.md]
+                                   [--pin-proxy-cpu CPU]
 
 1. Producer throughput: Kafka's ProducerPerformance at full speed (acks=all, linger.ms=5,
    batch.size=64 KiB), direct then through the proxy, each into its own fresh topic.
@@ -28,6 +29,8 @@ this machine: broker, proxy and client JVMs share its cores, so run it on a quie
 
 Full run (the command of the run BENCHMARKS.md records):
     python3 benches/proxy/bench.py --records 300000 --latency-seconds 20 --rounds 2
+With --pin-proxy-cpu CPU, the proxy runs on that CPU alone and the broker and every client JVM on the
+others (taskset), in both paths: the proxy then takes no CPU from them, as on a host of its own.
 Smoke run (only checks that the script works; its numbers mean nothing):
     python3 benches/proxy/bench.py --records 20000 --latency-seconds 5 --rounds 1 --low-rate 500
 
