@@ -4,7 +4,9 @@
 //! so a 30-byte request announcing 2^31 elements would make it reserve gigabytes. Client requests
 //! the proxy must inspect are therefore walked with this [`Reader`]: every length is checked against
 //! the bytes actually left before it is used, nothing is preallocated, and every read is bounds
-//! checked. (Responses come from our own destination brokers and are decoded with `kafka-protocol`.)
+//! checked. (Responses come from our own destination brokers and are decoded with `kafka-protocol`,
+//! or walked with this reader where they need only a few fields or the crate lacks their version:
+//! Produce and Fetch endpoint checks, ShareFetch and ShareAcknowledge.)
 //!
 //! Also: the request header prefix ([`RequestHead`]) every request starts with, and the writers for
 //! array lengths used when a request is rebuilt without some of its entries.
