@@ -68,6 +68,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use super::policy::Refusals;
 use super::versions::cap_api_versions;
 
+pub(crate) mod node_endpoints;
 mod share;
 pub(crate) use share::VERSIONS as SHARE_VERSIONS;
 use share::ShareResponse;

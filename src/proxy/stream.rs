@@ -32,6 +32,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio_util::codec::{Decoder as _, FramedRead};
 
 use super::error::ProxyError;
+use super::rewrite::node_endpoints::{self, NodeEndpoint};
 use super::rewrite::{BrokerEndpoint, Endpoint};
 use super::splice::{AsTcp, Pipe, SpliceError, splice_exact};
 use super::wire::{Reader, WireError, put_uvarint};
@@ -165,7 +166,7 @@ where
         walk.need(tail_len).await?;
         let tail = &walk.buf[walk.pos..];
         if let Some(nodes) = node_endpoints(tail).map_err(|source| StreamError::Malformed { api_version, source })? {
-            let endpoints: Vec<BrokerEndpoint> = nodes.iter().map(|n| (n.node_id, n.host.clone(), n.port)).collect();
+            let endpoints: Vec<BrokerEndpoint> = nodes.iter().map(NodeEndpoint::broker_endpoint).collect();
             let map = map_endpoints(endpoints).await.map_err(StreamError::Endpoint)?;
             let (new_tail, dropped) = rewrite_tail(tail, &map).map_err(|source| StreamError::Malformed { api_version, source })?;
             let pos = walk.pos;
@@ -354,18 +355,6 @@ impl<R: AsyncRead + Unpin + AsTcp, W: AsyncWrite + Unpin + AsTcp> Walk<'_, R, W>
     }
 }
 
-/// One entry of `node_endpoints`, with its raw rack and tagged fields.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct NodeEndpoint {
-    node_id: i32,
-    host: String,
-    port: i32,
-    /// Compact nullable string, as it was.
-    rack: Vec<u8>,
-    /// Tagged fields, as they were.
-    tags: Vec<u8>,
-}
-
 /// The tagged fields of a tail: `(tag, data)`, checked to end exactly at the tail's end.
 fn tagged_fields(tail: &[u8]) -> Result<Vec<(u32, &[u8])>, WireError> {
     let mut r = Reader::new(tail);
@@ -388,19 +377,7 @@ fn node_endpoints(tail: &[u8]) -> Result<Option<Vec<NodeEndpoint>>, WireError> {
         return Ok(None);
     };
     let mut r = Reader::new(data);
-    let mut nodes = Vec::new();
-    // node_id + host + port + rack + tags: 11 bytes at least.
-    for _ in 0..r.array_len(true, 11, "node_endpoints")?.unwrap_or(0) {
-        let node_id = r.i32("node_id")?;
-        let host = r.string(true, "host")?;
-        let port = r.i32("port")?;
-        let start = r.pos();
-        r.nullable_string(true, "rack")?;
-        let rack = data[start..r.pos()].to_vec();
-        let start = r.pos();
-        r.skip_tagged_fields()?;
-        nodes.push(NodeEndpoint { node_id, host, port, rack, tags: data[start..r.pos()].to_vec() });
-    }
+    let nodes = node_endpoints::read(&mut r)?;
     r.finish()?;
     Ok((!nodes.is_empty()).then_some(nodes))
 }
@@ -409,18 +386,10 @@ fn node_endpoints(tail: &[u8]) -> Result<Option<Vec<NodeEndpoint>>, WireError> {
 /// `true` if the mapped endpoints did not fit and were left out.
 fn rewrite_tail(tail: &[u8], map: &HashMap<i32, Endpoint>) -> Result<(Vec<u8>, bool), WireError> {
     let fields = tagged_fields(tail)?;
-    let nodes = node_endpoints(tail)?.unwrap_or_default();
+    let mut nodes = node_endpoints(tail)?.unwrap_or_default();
+    node_endpoints::apply(&mut nodes, map);
     let mut endpoints = Vec::new();
-    put_uvarint(&mut endpoints, u32::try_from(nodes.len() + 1).unwrap_or(u32::MAX));
-    for n in &nodes {
-        let (host, port) = map.get(&n.node_id).map_or((n.host.as_str(), n.port), |e| (e.host.as_str(), e.port));
-        endpoints.put_i32(n.node_id);
-        put_uvarint(&mut endpoints, u32::try_from(host.len() + 1).unwrap_or(u32::MAX));
-        endpoints.extend_from_slice(host.as_bytes());
-        endpoints.put_i32(port);
-        endpoints.extend_from_slice(&n.rack);
-        endpoints.extend_from_slice(&n.tags);
-    }
+    node_endpoints::write(&mut endpoints, &nodes);
     let others = || fields.iter().filter(|(tag, _)| *tag != 0 && *tag < PAD_TAG).copied();
     let with: Vec<(u32, &[u8])> = std::iter::once((0, endpoints.as_slice())).chain(others()).collect();
     if let Some(out) = fit(with, tail.len()) {

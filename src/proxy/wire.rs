@@ -187,6 +187,13 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// Runs `read` and returns the bytes it consumed (to keep a field as it was).
+    pub(crate) fn raw(&mut self, read: impl FnOnce(&mut Self) -> Result<(), WireError>) -> Result<&'a [u8], WireError> {
+        let start = self.pos;
+        read(self)?;
+        Ok(&self.buf[start..self.pos])
+    }
+
     /// Checks that every byte was read.
     pub(crate) fn finish(&self) -> Result<(), WireError> {
         match self.remaining() {

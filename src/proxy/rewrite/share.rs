@@ -21,26 +21,15 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 
+use super::node_endpoints::{self, NodeEndpoint};
 use super::{BrokerEndpoint, Endpoint};
-use crate::proxy::wire::{Reader, WireError, put_array_len, put_uvarint};
+use crate::proxy::wire::{Reader, WireError};
 
 /// The versions of ShareFetch and ShareAcknowledge responses this module walks.
 pub(crate) const VERSIONS: (i16, i16) = (1, 2);
-
-/// One entry of `node_endpoints`, as the broker sent it (bytes, so that an entry the proxy does not
-/// map is written back exactly).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct NodeEndpoint {
-    node_id: i32,
-    host: Bytes,
-    port: i32,
-    rack: Option<Bytes>,
-    /// The entry's tagged-field section, raw.
-    tags: Bytes,
-}
 
 /// A ShareFetch or ShareAcknowledge response body with its `node_endpoints` parsed out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +55,7 @@ impl ShareResponse {
             r.i32("acquisition_lock_timeout_ms")?;
         }
         // Smallest encodings: a topic is a uuid, an empty array and its tags (18 bytes); a partition
-        // at least 17 (ShareAcknowledge's fields, all empty); an acquired range 19; an endpoint 11.
+        // at least 17 (ShareAcknowledge's fields, all empty); an acquired range 19.
         let topics = r.array_len(true, 18, "responses")?.unwrap_or(0);
         for _ in 0..topics {
             r.uuid("topic_id")?;
@@ -97,19 +86,7 @@ impl ShareResponse {
             r.skip_tagged_fields()?;
         }
         let start = r.pos();
-        let count = r.array_len(true, 11, "node_endpoints")?.unwrap_or(0);
-        let mut endpoints = Vec::with_capacity(count);
-        for _ in 0..count {
-            let node_id = r.i32("node_id")?;
-            let at = r.pos();
-            let host = r.nullable_string(true, "host")?.ok_or(WireError::UnexpectedNull { what: "host", offset: at })?;
-            let host = body.slice_ref(host);
-            let port = r.i32("port")?;
-            let rack = r.nullable_string(true, "rack")?.map(|rack| body.slice_ref(rack));
-            let tags_at = r.pos();
-            r.skip_tagged_fields()?;
-            endpoints.push(NodeEndpoint { node_id, host, port, rack, tags: body.slice(tags_at..r.pos()) });
-        }
+        let endpoints = node_endpoints::read(&mut r)?;
         let end = r.pos();
         r.skip_tagged_fields()?;
         r.finish()?;
@@ -118,44 +95,21 @@ impl ShareResponse {
 
     /// The endpoints the response carries, `(node_id, host, port)`.
     pub(crate) fn broker_endpoints(&self) -> Vec<BrokerEndpoint> {
-        self.endpoints.iter().map(|e| (e.node_id, String::from_utf8_lossy(&e.host).into_owned(), e.port)).collect()
+        self.endpoints.iter().map(NodeEndpoint::broker_endpoint).collect()
     }
 
     /// Replaces the host and port of every endpoint whose node is in `map`.
     pub(crate) fn apply_endpoints(&mut self, map: &HashMap<i32, Endpoint>) {
-        for e in &mut self.endpoints {
-            if let Some(to) = map.get(&e.node_id) {
-                e.host = Bytes::copy_from_slice(to.host.as_bytes());
-                e.port = to.port;
-            }
-        }
+        node_endpoints::apply(&mut self.endpoints, map);
     }
 
     /// Appends the body, with the endpoints as they are now, to `out`.
     pub(crate) fn write_body(&self, out: &mut BytesMut) {
         out.extend_from_slice(&self.body[..self.endpoints_at.start]);
         let mut list = Vec::new();
-        put_array_len(&mut list, true, self.endpoints.len());
-        for e in &self.endpoints {
-            list.put_i32(e.node_id);
-            put_compact_string(&mut list, Some(&e.host));
-            list.put_i32(e.port);
-            put_compact_string(&mut list, e.rack.as_deref());
-            list.extend_from_slice(&e.tags);
-        }
+        node_endpoints::write(&mut list, &self.endpoints);
         out.extend_from_slice(&list);
         out.extend_from_slice(&self.body[self.endpoints_at.end..]);
-    }
-}
-
-/// A compact nullable string: its length + 1 as an unsigned varint (0 for null), then its bytes.
-fn put_compact_string(out: &mut Vec<u8>, s: Option<&[u8]>) {
-    match s {
-        None => put_uvarint(out, 0),
-        Some(s) => {
-            put_uvarint(out, u32::try_from(s.len() + 1).unwrap_or(u32::MAX));
-            out.extend_from_slice(s);
-        }
     }
 }
 
@@ -165,6 +119,7 @@ mod tests {
     use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
     use super::*;
+    use crate::proxy::wire::put_uvarint;
 
     fn map() -> HashMap<i32, Endpoint> {
         HashMap::from([(4, Endpoint { host: "proxy.example".to_owned(), port: 7004 })])
