@@ -112,6 +112,11 @@ impl Metrics {
         self.streamed_responses.load(Ordering::Relaxed)
     }
 
+    /// Streamed Fetch responses whose leader endpoints were left out so far.
+    pub fn streamed_endpoints_dropped(&self) -> u64 {
+        self.streamed_endpoints_dropped.load(Ordering::Relaxed)
+    }
+
     /// Record bytes spliced so far.
     pub fn spliced_bytes(&self) -> u64 {
         self.spliced_bytes.load(Ordering::Relaxed)

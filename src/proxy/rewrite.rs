@@ -43,7 +43,8 @@
 //! Tests through the proxy with real clients: Metadata, FindCoordinator and DescribeCluster by the Java
 //! admin client, console consumers (classic and KIP-848 groups), librdkafka, franz-go and KafkaJS;
 //! Produce/Fetch leader endpoints by a Produce v12 and a Fetch v17 sent to a broker that does not
-//! lead (the real broker's NOT_LEADER_OR_FOLLOWER answer names the leader at the proxy's listener),
+//! lead (the real broker's NOT_LEADER_OR_FOLLOWER answer names the leader at the proxy's listener;
+//! the Fetch also as a streamed response of 1.5 MB),
 //! by the leader-change test with the Java clients, and by the unit tests below;
 //! ShareFetch/ShareAcknowledge by `kafka-console-share-consumer` at v2 (every response walked by
 //! [`share`]); DescribeQuorum by `kafka-metadata-quorum describe --status` (answer as

@@ -1322,7 +1322,9 @@ async fn broker_listeners_follow_brokers_joining_and_leaving() {
 /// KIP-951 leader endpoints through the proxy, against real brokers: a Produce (v12) and a Fetch
 /// (v17) sent through the proxy's listener of a broker that does not host the partition come back
 /// NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint, and that endpoint is the proxy's
-/// listener of the leader, never the broker's own address. Uses the shared 3-broker destination.
+/// listener of the leader, never the broker's own address; the same for a Fetch response of 1.5 MB,
+/// which the proxy streams (the endpoint rewritten within the broker's bytes, the records exactly the
+/// broker's). Uses the shared 3-broker destination.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
     let cluster = kafka_harness::destination3();
@@ -1376,4 +1378,62 @@ async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
     let n = &response.node_endpoints[0];
     is_proxy_leader(n.node_id.0, n.host.as_str(), n.port);
     assert!(p.proxy.metrics().requests_of(ApiKey::Fetch) >= 1);
+
+    // The same in a response large enough to be streamed (1 MiB and more, `stream.rs`): 1.5 MB from a
+    // partition the other broker leads, fetched together with the partition it does not lead. The
+    // endpoint is rewritten within the broker's bytes when the proxy's fits there, else left out.
+    let big = unique_name("proxy-kip951-big");
+    let (b, t) = (p.bootstrap(), big.clone());
+    blocking(move || java_client().create_topic(&b, &t, 3, 1, &[])).await.expect("create");
+    let md = via
+        .send(&kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![
+            kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(Some(name(&big))),
+        ])), Some(12))
+        .await
+        .expect("metadata");
+    let big_id = md.topics[0].topic_id;
+    // Three partitions on three brokers with one replica each: one of them is the other broker's.
+    let mine = md.topics[0].partitions.iter().find(|p| p.leader_id.0 == other).expect("a partition led by the other broker").partition_index;
+    for batch in 0..2 {
+        let records: Vec<Record> = (0..12).map(|i| Record { value: Some(Bytes::from(vec![b'a' + (batch * 12 + i) as u8 % 26; 64 * 1024])), ..Record::default() }).collect();
+        let batch = BatchBuilder::new().with_base_timestamp(now).with_records(records).build().expect("batch");
+        let produce = ProduceRequest::default().with_acks(1).with_timeout_ms(10_000).with_topic_data(vec![
+            produce_request::TopicProduceData::default().with_name(name(&big)).with_partition_data(vec![
+                produce_request::PartitionProduceData::default().with_index(mine).with_records(Some(batch)),
+            ]),
+        ]);
+        let response = wrong.send(&produce, Some(12)).await.expect("produce response");
+        assert_eq!(response.responses[0].partition_responses[0].error_code, 0, "{response:?}");
+    }
+    let fetch = kafka_protocol::messages::FetchRequest::default().with_max_wait_ms(0).with_max_bytes(8 << 20).with_topics(vec![
+        kafka_protocol::messages::fetch_request::FetchTopic::default().with_topic_id(big_id).with_partitions(vec![
+            kafka_protocol::messages::fetch_request::FetchPartition::default().with_partition(mine).with_partition_max_bytes(4 << 20),
+        ]),
+        kafka_protocol::messages::fetch_request::FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![
+            kafka_protocol::messages::fetch_request::FetchPartition::default().with_partition(0).with_partition_max_bytes(4 << 20),
+        ]),
+    ]);
+    let (streamed, dropped) = (p.proxy.metrics().streamed_responses(), p.proxy.metrics().streamed_endpoints_dropped());
+    let response = wrong.send(&fetch, Some(17)).await.expect("large fetch response");
+    assert_eq!(p.proxy.metrics().streamed_responses(), streamed + 1, "the response was streamed");
+    let other_addr = cluster.broker_addrs().into_iter().find(|(id, _)| *id == other).expect("the other broker's address").1;
+    let direct = connect(&other_addr.to_string()).await.send(&fetch, Some(17)).await.expect("direct fetch");
+    let data = |r: &kafka_protocol::messages::FetchResponse| r.responses[0].partitions[0].records.clone().unwrap_or_default();
+    assert!(data(&response).len() > 1_500_000, "{} bytes", data(&response).len());
+    assert_eq!(data(&response), data(&direct), "the records as the broker sent them");
+    assert_eq!(response.responses[1].partitions[0].error_code, 6, "NOT_LEADER_OR_FOLLOWER");
+    // The broker wrote its own endpoint for the leader; the proxy's fits in its place when its host is
+    // as long, or 3 bytes shorter at least (room for the padding field).
+    let leader_addr = cluster.broker_addrs().into_iter().find(|(id, _)| *id == leader).expect("the leader's address").1;
+    let (theirs, ours) = (direct.node_endpoints[0].host.len(), leader_endpoint.rsplit_once(':').expect("host:port").0.len());
+    assert_eq!(format!("{}:{}", direct.node_endpoints[0].host.as_str(), direct.node_endpoints[0].port), leader_addr.to_string());
+    if ours == theirs || ours + 3 <= theirs {
+        assert_eq!(response.node_endpoints.len(), 1, "{:?}", response.node_endpoints);
+        let n = &response.node_endpoints[0];
+        is_proxy_leader(n.node_id.0, n.host.as_str(), n.port);
+        assert_eq!(p.proxy.metrics().streamed_endpoints_dropped(), dropped);
+    } else {
+        assert!(response.node_endpoints.is_empty(), "left out: {:?}", response.node_endpoints);
+        assert_eq!(p.proxy.metrics().streamed_endpoints_dropped(), dropped + 1);
+    }
 }
