@@ -34,6 +34,7 @@ pub struct Metrics {
     pub(crate) response_bytes: AtomicU64,
     pub(crate) rewritten_responses: AtomicU64,
     pub(crate) streamed_responses: AtomicU64,
+    pub(crate) streamed_requests: AtomicU64,
     pub(crate) streamed_endpoints_dropped: AtomicU64,
     pub(crate) spliced_bytes: AtomicU64,
     pub(crate) refused_partitions: AtomicU64,
@@ -65,6 +66,7 @@ impl Default for Metrics {
             response_bytes: AtomicU64::new(0),
             rewritten_responses: AtomicU64::new(0),
             streamed_responses: AtomicU64::new(0),
+            streamed_requests: AtomicU64::new(0),
             streamed_endpoints_dropped: AtomicU64::new(0),
             spliced_bytes: AtomicU64::new(0),
             refused_partitions: AtomicU64::new(0),
@@ -112,6 +114,11 @@ impl Metrics {
         self.streamed_responses.load(Ordering::Relaxed)
     }
 
+    /// Produce requests streamed so far.
+    pub fn streamed_requests(&self) -> u64 {
+        self.streamed_requests.load(Ordering::Relaxed)
+    }
+
     /// Streamed Fetch responses whose leader endpoints were left out so far.
     pub fn streamed_endpoints_dropped(&self) -> u64 {
         self.streamed_endpoints_dropped.load(Ordering::Relaxed)
@@ -156,7 +163,13 @@ impl Metrics {
             "Streamed Fetch responses whose leader endpoints did not fit in the broker's bytes and were left out (the client refreshes metadata).",
             l(&self.streamed_endpoints_dropped),
         );
-        counter(&mut out, "spliced_bytes_total", "Record bytes moved from broker to client socket without a copy (splice).", l(&self.spliced_bytes));
+        counter(
+            &mut out,
+            "streamed_requests_total",
+            "Large Produce requests to one topic the write policy allows whole, forwarded as their bytes arrived.",
+            l(&self.streamed_requests),
+        );
+        counter(&mut out, "spliced_bytes_total", "Bytes moved socket to socket without a copy (splice): record sets of streamed responses and requests.", l(&self.spliced_bytes));
         counter(&mut out, "refused_partitions_total", "Partitions refused by the write policy (Produce, DeleteRecords).", l(&self.refused_partitions));
         counter(&mut out, "refused_resources_total", "Topics or config resources refused by the write policy.", l(&self.refused_resources));
         counter(&mut out, "malformed_requests_total", "Client connections closed for a malformed request.", l(&self.malformed_requests));

@@ -117,6 +117,26 @@ impl WritePolicy {
         )
     }
 
+    /// The mirror of `topic` if the topic is one that clients may not write to.
+    fn read_only(&self, topic: &str) -> Option<MirroredTopic> {
+        self.lookup.mirrored_topic(topic).filter(|m| m.state.is_read_only())
+    }
+
+    /// True if every partition of `topic` may be written: it names a topic (`resolve` maps a Produce
+    /// v13 topic id to its name) that is not a read-only mirror topic. False for an id `resolve` does
+    /// not know: the caller then takes the path that learns it.
+    pub(crate) fn allows_whole_topic(&self, topic: &TopicRef, resolve: impl Fn(&uuid::Uuid) -> Option<String>) -> bool {
+        let name = match topic {
+            TopicRef::Name(n) => Cow::Borrowed(n.as_str()),
+            TopicRef::Id(id) => match resolve(id) {
+                Some(n) => Cow::Owned(n),
+                None => return false,
+            },
+            TopicRef::NotATopic => return false,
+        };
+        self.read_only(&name).is_none()
+    }
+
     /// Checks a scanned write request. `resolve` maps Produce v13 topic ids to names. `None` if
     /// nothing is refused (forward the request unchanged).
     pub(crate) fn check(&self, scanned: &ScannedRequest, resolve: impl Fn(&uuid::Uuid) -> Option<String>) -> Option<Refusals> {
@@ -130,7 +150,7 @@ impl WritePolicy {
                 TopicRef::Id(id) => (resolve(id).map(Cow::Owned), Some(*id)),
                 TopicRef::NotATopic => (None, None),
             };
-            let mirrored = name.as_deref().and_then(|n| self.lookup.mirrored_topic(n)).filter(|m| m.state.is_read_only());
+            let mirrored = name.as_deref().and_then(|n| self.read_only(n));
             let (Some(name), Some(mirrored)) = (name, mirrored) else {
                 if !keep.is_empty() {
                     keep.push(Keep::All);
@@ -307,6 +327,22 @@ mod tests {
         let refusals = policy.check(&scanned, |_| Some("mirror".to_owned())).unwrap();
         assert!(refusals.nothing_left);
         assert_eq!(refusals.entries[0].topic_id, Some(uuid::Uuid::from_u128(6)));
+    }
+
+    #[test]
+    fn whole_topics_are_allowed_unless_read_only_or_unknown() {
+        let (policy, lookup) = policy();
+        let name = |n: &str| TopicRef::Name(n.to_owned());
+        assert!(policy.allows_whole_topic(&name("free"), |_| None));
+        assert!(policy.allows_whole_topic(&name("stopped"), |_| None));
+        assert!(!policy.allows_whole_topic(&name("mirror"), |_| None));
+        lookup.set("mirror", "dr", PartitionState::Paused);
+        assert!(!policy.allows_whole_topic(&name("mirror"), |_| None));
+        let id = TopicRef::Id(uuid::Uuid::from_u128(6));
+        assert!(policy.allows_whole_topic(&id, |_| Some("free".to_owned())));
+        assert!(!policy.allows_whole_topic(&id, |_| Some("mirror".to_owned())));
+        assert!(!policy.allows_whole_topic(&id, |_| None), "an unknown id is not allowed here");
+        assert!(!policy.allows_whole_topic(&TopicRef::NotATopic, |_| None));
     }
 
     #[test]

@@ -174,6 +174,48 @@ fn scan_body(frame: &[u8], api_key: ApiKey, v: i16, flexible: bool) -> Result<Sc
     })
 }
 
+/// The first fields of a Produce request, enough to decide whether it can be forwarded whole without
+/// reading its records (see `session.rs`, streamed Produce requests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProducePrefix {
+    pub acks: i16,
+    /// How many topics the request writes to.
+    pub topics: usize,
+    /// The first topic (`None` when there is none).
+    pub first_topic: Option<TopicRef>,
+}
+
+/// Reads the [`ProducePrefix`] of a Produce request at `api_version` from the start of its frame
+/// (`frame` may hold only part of it).
+///
+/// # Errors
+/// When `frame` ends before the first topic (a string cut short is [`WireError::BadLength`], not
+/// only [`WireError::Truncated`]), for bytes that cannot be a Produce request, and for a version
+/// [`scan_request`] does not read ([`WireError::BadLength`] of `api_version`).
+pub(crate) fn produce_prefix(frame: &[u8], api_version: i16) -> Result<ProducePrefix, WireError> {
+    let (min, max) = scan_range(ApiKey::Produce).unwrap_or((0, -1));
+    if api_version < min || api_version > max {
+        return Err(WireError::BadLength { what: "api_version", offset: 2, len: i64::from(api_version) });
+    }
+    let flexible = ApiKey::Produce.request_header_version(api_version) >= 2;
+    let (body, _client_id) = request_body_offset(frame, flexible)?;
+    let mut r = Reader::at(frame, body);
+    r.nullable_string(flexible, "transactional_id")?;
+    let acks = r.i16("acks")?;
+    r.i32("timeout_ms")?;
+    // Unchecked against the bytes left (they are only part of the request): only compared.
+    let topics = match flexible {
+        true => (r.uvarint()? as usize).saturating_sub(1),
+        false => usize::try_from(r.i32("topic_data")?).unwrap_or(0),
+    };
+    let first_topic = match topics {
+        0 => None,
+        _ if api_version >= 13 => Some(TopicRef::Id(r.uuid("topic_id")?)),
+        _ => Some(TopicRef::Name(r.string(flexible, "name")?)),
+    };
+    Ok(ProducePrefix { acks, topics, first_topic })
+}
+
 /// Produce `TopicProduceData` or DeleteRecords `DeleteRecordsTopic`.
 fn scan_topic_with_partitions(r: &mut Reader<'_>, flexible: bool, by_id: bool, produce: bool) -> Result<Entry, WireError> {
     let start = r.pos();
@@ -385,6 +427,27 @@ pub(crate) mod tests {
             let decoded: ProduceRequest = decode(&rebuilt, v);
             assert_eq!(decoded, expected, "v{v}");
         }
+    }
+
+    #[test]
+    fn produce_prefix_of_every_version_and_of_part_of_a_request() {
+        for v in 3..=13 {
+            for topics in [&[("one", &[0, 1][..])][..], &[("a", &[0][..]), ("b", &[1][..])][..]] {
+                let frame = encode(&produce(v, topics), v, 7);
+                let prefix = produce_prefix(&frame, v).unwrap();
+                assert_eq!((prefix.acks, prefix.topics), (-1, topics.len()), "v{v}");
+                let scanned = scan_request(&frame, ApiKey::Produce, v).unwrap();
+                assert_eq!(prefix.first_topic.as_ref(), Some(&scanned.entries[0].topic), "v{v}");
+                // The prefix ends with the first topic's name or id: any cut before that is an error.
+                let name = topics[0].0.len();
+                let end = scanned.entries[0].range.start + if v >= 13 { 16 } else if v >= 9 { 1 + name } else { 2 + name };
+                for cut in 0..end {
+                    assert!(produce_prefix(&frame[..cut], v).is_err(), "v{v} cut at {cut}");
+                }
+                assert!(produce_prefix(&frame[..end + 2], v).is_ok(), "v{v}: the records need not be there");
+            }
+        }
+        assert!(produce_prefix(&encode(&produce(9, &[("t", &[0])]), 9, 1), 14).is_err());
     }
 
     #[test]

@@ -30,7 +30,11 @@
 //! ```
 //!
 //! Fetch responses of 1 MiB and more are not read whole: the responses half forwards them as their
-//! bytes arrive ([`super::stream`]), so a connection never holds a whole large response.
+//! bytes arrive ([`super::stream`]), so a connection never holds a whole large response. Likewise a
+//! Produce request of 64 KiB and more that writes to one topic the write policy allows whole: the
+//! requests half reads its head, decides, and forwards the rest as it arrives (spliced on plain TCP).
+//! Every other request, a large Produce to a mirror topic or to several topics included, is read
+//! whole and goes through the write policy as before.
 //!
 //! The two halves run as two futures in the session's task (not two tasks), so they cannot deadlock
 //! on each other: a broker that blocks on writing a large response is still read while the requests
@@ -55,7 +59,6 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
 use bytes::{Buf as _, Bytes};
-use futures_util::StreamExt;
 use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -71,7 +74,7 @@ use super::listener::Target;
 use super::metrics::{add, inc};
 use super::mirror_apis::MirrorApiHandler;
 use super::policy::Refusals;
-use super::requests::{ScannedRequest, TopicRef, rebuild, scan_request};
+use super::requests::{ScannedRequest, TopicRef, produce_prefix, rebuild, scan_request};
 use super::rewrite::{Decoded, carries_no_endpoints, needs_decode, split_response, unsupported_api_versions};
 use super::server::Shared;
 use super::splice::{AsTcp, Pipe};
@@ -174,7 +177,7 @@ async fn serve_split<R, W>(
     shutdown: &CancellationToken,
 ) -> Result<(), SessionError>
 where
-    R: AsyncRead + Unpin,
+    R: AsyncRead + Unpin + AsTcp,
     W: AsyncWrite + Unpin + AsTcp,
 {
     let (upstream, upstream_addr) = super::upstream::connect(shared, target).await?;
@@ -201,10 +204,10 @@ async fn serve_streams<R, W, UR, UW>(
     shutdown: &CancellationToken,
 ) -> Result<(), SessionError>
 where
-    R: AsyncRead + Unpin,
+    R: AsyncRead + Unpin + AsTcp,
     W: AsyncWrite + Unpin + AsTcp,
     UR: AsyncRead + Unpin + AsTcp,
-    UW: AsyncWrite + Unpin,
+    UW: AsyncWrite + Unpin + AsTcp,
 {
     let client_rx = FramedRead::new(client_read, FrameDecoder::new(shared.settings.max_frame_bytes));
     let upstream_rx = FramedRead::new(upstream_read, FrameDecoder::new(shared.settings.max_response_bytes));
@@ -241,6 +244,33 @@ async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, body: Bytes) -> std::io::
     w.flush().await
 }
 
+/// Requests this long or longer (length prefix included) are looked at before they are read whole:
+/// a Produce request to one topic that the write policy allows whole is then forwarded as its bytes
+/// arrive, its records spliced socket to socket ([`stream::forward_frame`]), instead of being read
+/// into memory and written out again. Producers with batches of 64 KiB and more send such requests
+/// (BENCHMARKS.md: the copy on sending them was most of the proxy's CPU on the producer path).
+const STREAM_REQUESTS_FROM: usize = 64 * 1024;
+/// How much of a large request is read before deciding: its header and first topic fit in it.
+const REQUEST_HEAD_BYTES: usize = 16 * 1024;
+
+/// The next request of a client: the length of a large one whose head is buffered, or a whole frame.
+enum Incoming {
+    Large(usize),
+    Frame(Option<Result<Bytes, FrameError>>),
+}
+
+/// Reads the next request (see [`STREAM_REQUESTS_FROM`]).
+///
+/// # Cancel safety
+/// Cancel safe: what was read stays in the frame reader's buffer.
+async fn next_request<R: AsyncRead + Unpin>(rx: &mut FramedRead<R, FrameDecoder>) -> Incoming {
+    match stream::peek_large(rx, STREAM_REQUESTS_FROM, REQUEST_HEAD_BYTES).await {
+        Ok(Some(len)) => Incoming::Large(len),
+        Ok(None) => Incoming::Frame(stream::next_frame(rx).await),
+        Err(e) => Incoming::Frame(Some(Err(FrameError::Io(e)))),
+    }
+}
+
 #[allow(clippy::too_many_arguments, reason = "the two halves of one session; grouped in a struct they would borrow each other")]
 async fn requests_half<R, W>(
     shared: &Arc<Shared>,
@@ -252,18 +282,33 @@ async fn requests_half<R, W>(
     shutdown: &CancellationToken,
 ) -> Result<RequestsEnd, SessionError>
 where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    R: AsyncRead + Unpin + AsTcp,
+    W: AsyncWrite + Unpin + AsTcp,
 {
     // One registration for the whole session, cheap to poll on every wake-up (see `super::cancel`).
     let mut shutdown_signal = Cancelled::new(shutdown.clone());
+    // Made at the first large request when both sides are plain TCP (see `super::splice`); `Err`
+    // once making it failed, then requests are copied.
+    let mut pipe: Option<std::io::Result<Pipe>> = None;
+    let both_tcp = client_rx.get_ref().tcp().is_some() && upstream_tx.tcp().is_some();
     loop {
         let next = tokio::select! {
             biased;
             // Cancel safe and reusable: it completes once the token is cancelled.
             () = &mut shutdown_signal => return Ok(RequestsEnd::Drain),
-            // Cancel safe: FramedRead keeps partial frames in its buffer.
-            next = client_rx.next() => next,
+            next = next_request(&mut client_rx) => next,
+        };
+        let next = match next {
+            Incoming::Frame(next) => next,
+            Incoming::Large(len) => {
+                let pipe = both_tcp.then(|| pipe.get_or_insert_with(Pipe::new).as_ref().ok()).flatten();
+                match stream_produce(shared, &mut client_rx, len, &mut upstream_tx, upstream_addr, &pending, pipe).await? {
+                    Streaming::Forwarded => continue,
+                    Streaming::ResponsesEnded => return Ok(RequestsEnd::ClientClosed),
+                    // The rest of it, read whole (not under the select: the client is sending it).
+                    Streaming::NotStreamable => stream::next_frame(&mut client_rx).await,
+                }
+            }
         };
         let frame = match next {
             None => return Ok(RequestsEnd::ClientClosed),
@@ -292,6 +337,66 @@ where
                 .map_err(|source| SessionError::UpstreamWrite { addr: upstream_addr.to_owned(), source })?;
         }
     }
+}
+
+/// What became of a large request.
+enum Streaming {
+    /// Forwarded as it arrived.
+    Forwarded,
+    /// Left in the frame reader for the whole-frame path (which also reports a malformed request).
+    NotStreamable,
+    /// The responses half has ended (its error ends the session).
+    ResponsesEnded,
+}
+
+/// A large Produce request (see [`STREAM_REQUESTS_FROM`]) whose head is in `rx`'s buffer: if it writes
+/// to one topic and the write policy allows every partition of it, the request is counted, its
+/// response expected, and it is forwarded as it arrives without being read. Anything else (another
+/// API, several topics, a mirror topic, a topic id the proxy has yet to learn) is
+/// [`Streaming::NotStreamable`].
+async fn stream_produce<R, W>(
+    shared: &Arc<Shared>,
+    rx: &mut FramedRead<R, FrameDecoder>,
+    len: usize,
+    upstream_tx: &mut W,
+    upstream_addr: &str,
+    pending: &mpsc::Sender<Pending>,
+    pipe: Option<&Pipe>,
+) -> Result<Streaming, SessionError>
+where
+    R: AsyncRead + Unpin + AsTcp,
+    W: AsyncWrite + Unpin + AsTcp,
+{
+    let Some(buffered) = rx.read_buffer().get(4..) else { return Ok(Streaming::NotStreamable) };
+    let Ok(head) = RequestHead::parse(buffered) else { return Ok(Streaming::NotStreamable) };
+    if head.api_key != ApiKey::Produce as i16 {
+        return Ok(Streaming::NotStreamable);
+    }
+    let Ok(prefix) = produce_prefix(buffered, head.api_version) else { return Ok(Streaming::NotStreamable) };
+    let (1, Some(topic)) = (prefix.topics, &prefix.first_topic) else { return Ok(Streaming::NotStreamable) };
+    if !shared.policy.allows_whole_topic(topic, |id| shared.registry.topic_name(id)) {
+        return Ok(Streaming::NotStreamable);
+    }
+    shared.metrics.count_request(head.api_key, len + 4);
+    trace!(api_key = head.api_key, api_version = head.api_version, correlation_id = head.correlation_id, "request, streamed");
+    let Ok(slot) = pending.reserve().await else { return Ok(Streaming::ResponsesEnded) };
+    if prefix.acks != 0 {
+        slot.send(Pending::Upstream(Expected {
+            correlation_id: head.correlation_id,
+            api_key: Some(ApiKey::Produce),
+            api_version: head.api_version,
+            refusals: None,
+            sasl_user: None,
+        }));
+    }
+    let spliced = stream::forward_frame(rx, len, head.api_version, upstream_tx, pipe).await.map_err(|e| match e {
+        StreamError::Write(source) => SessionError::UpstreamWrite { addr: upstream_addr.to_owned(), source },
+        StreamError::Read(e) => SessionError::ClientFrame(e),
+        other => SessionError::ClientFrame(FrameError::Io(std::io::Error::other(other))),
+    })?;
+    inc(&shared.metrics.streamed_requests);
+    add(&shared.metrics.spliced_bytes, spliced);
+    Ok(Streaming::Forwarded)
 }
 
 /// What to do with one request.
@@ -577,8 +682,8 @@ fn streamable(expected: &Expected) -> bool {
 fn stream_error(e: StreamError, upstream_addr: &str) -> SessionError {
     let addr = upstream_addr.to_owned();
     match e {
-        StreamError::Upstream(source) => SessionError::UpstreamFrame { addr, source },
-        StreamError::Client(e) => SessionError::ClientWrite(e),
+        StreamError::Read(source) => SessionError::UpstreamFrame { addr, source },
+        StreamError::Write(e) => SessionError::ClientWrite(e),
         StreamError::Malformed { api_version, source } => SessionError::Rewrite {
             addr,
             source: super::rewrite::RewriteError::Decode { api_key: ApiKey::Fetch, api_version, message: source.to_string() },
@@ -654,6 +759,7 @@ mod tests {
     use tokio::io::{AsyncWriteExt as _, DuplexStream};
     use tokio::time::Instant;
 
+    use futures_util::StreamExt as _;
     use super::*;
     use crate::protocol::mirror::{MirrorApiKey, RequestHeader, encode_request};
     use crate::proxy::ProxySettings;

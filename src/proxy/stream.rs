@@ -1,4 +1,5 @@
-//! Large Fetch responses forwarded as their bytes arrive (cut-through) instead of whole.
+//! Large Fetch responses, and large Produce requests the write policy lets through whole, forwarded
+//! as their bytes arrive (cut-through) instead of whole.
 //!
 //! Why: a bulk consumer's Fetch responses run to megabytes (`fetch.max.bytes` is 50 MiB by default).
 //! Held whole, every connection may hold one of them; streamed, a connection holds at most [`CHUNK`]
@@ -21,7 +22,14 @@
 //! Fetch v0–v15 cannot carry endpoints and are forwarded without being read (after the correlation
 //! id). v16+ bodies are walked as they pass: only the fixed-size fields and lengths are read.
 //!
-//! Must not touch: record bytes (never parsed here), any API other than Fetch.
+//! Produce requests: [`peek_large`] reads the head of a large request (its header and first topic,
+//! at most [`super::session`]'s 16 KiB), the session decides with the write policy, and
+//! [`forward_frame`] forwards the request unchanged, the rest of it spliced from the client's socket
+//! to the broker's. On this VM the kernel's copy on sending a request was 89.5% of a proxy's CPU on
+//! the producer path (BENCHMARKS.md).
+//!
+//! Must not touch: record bytes (never parsed here), any API other than Fetch and Produce, a
+//! Produce request the session has not decided to stream.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -57,12 +65,13 @@ const FIRST_VERSION_WITH_ENDPOINTS: i16 = 16;
 /// session ends.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StreamError {
-    /// Reading the broker's response failed or the broker closed mid-frame.
-    #[error("reading the broker's response failed")]
-    Upstream(#[source] FrameError),
-    /// Writing to the client failed.
-    #[error("writing to the client failed")]
-    Client(#[source] std::io::Error),
+    /// Reading the frame failed or its sender closed mid-frame (the broker for a response, the client
+    /// for a request).
+    #[error("reading the frame failed")]
+    Read(#[source] FrameError),
+    /// Writing the frame on failed (to the client for a response, to the broker for a request).
+    #[error("writing the frame on failed")]
+    Write(#[source] std::io::Error),
     /// The response did not match the Fetch schema of its version.
     #[error("Fetch v{api_version} response does not match its schema")]
     Malformed {
@@ -93,8 +102,9 @@ pub(crate) struct Streamed {
 
 /// The announced length of the next frame in `rx`, reading from the broker until its four bytes are
 /// there. `None` when the broker closed first or announced a length `rx`'s decoder refuses: the
-/// frame path ([`next_frame`]) then reports it. The bytes stay in `rx`'s buffer either way, so the next frame must be taken with [`next_frame`], not `rx.next()`
-/// (which reads the socket before decoding what a read of its own did not put there).
+/// frame path ([`next_frame`]) then reports it. The bytes stay in `rx`'s buffer either way, so the
+/// next frame must be taken with [`next_frame`], not `rx.next()` (which reads the socket before
+/// decoding what a read of its own did not put there).
 ///
 /// # Errors
 /// The broker's socket failed.
@@ -105,14 +115,62 @@ pub(crate) async fn peek_frame_len<R: AsyncRead + Unpin>(rx: &mut FramedRead<R, 
             Err(_) => return Ok(None),
             Ok(None) => {}
         }
-        let mut buf = std::mem::take(rx.read_buffer_mut());
-        buf.reserve(CHUNK);
-        let read = rx.get_mut().read_buf(&mut buf).await;
-        *rx.read_buffer_mut() = buf;
-        if read? == 0 {
+        if read_some(rx, CHUNK).await? == 0 {
             return Ok(None);
         }
     }
+}
+
+/// The length of the next frame in `rx` if it is `large_from` bytes or longer (length prefix
+/// included), once its first `head` bytes (or all of it, if shorter) are in `rx`'s buffer; `None`
+/// for a shorter frame, a closed stream or a length the decoder refuses (take it with
+/// [`next_frame`], which reports the last two). Reads at most `head` bytes at a time, so the body
+/// of a large frame stays in the socket for [`forward_frame`] to splice.
+///
+/// # Cancel safety
+/// Cancel safe: what was read stays in `rx`'s buffer.
+///
+/// # Errors
+/// The socket failed.
+pub(crate) async fn peek_large<R: AsyncRead + Unpin>(
+    rx: &mut FramedRead<R, FrameDecoder>,
+    large_from: usize,
+    head: usize,
+) -> std::io::Result<Option<usize>> {
+    loop {
+        let buffered = rx.read_buffer().len();
+        match rx.decoder().announced_len(rx.read_buffer()) {
+            Err(_) => return Ok(None),
+            Ok(Some(len)) if len + 4 < large_from => return Ok(None),
+            Ok(Some(len)) if buffered >= (len + 4).min(head) => return Ok(Some(len)),
+            Ok(_) => {}
+        }
+        if read_some(rx, head.saturating_sub(buffered).max(1)).await? == 0 {
+            return Ok(None);
+        }
+    }
+}
+
+/// Reads at most `max` bytes from `rx`'s stream into its buffer; 0 at the end of the stream.
+///
+/// # Cancel safety
+/// Cancel safe: the buffer is taken out of `rx` for the read and put back also when the read is
+/// dropped (and a dropped `read_buf` has read nothing).
+async fn read_some<R: AsyncRead + Unpin>(rx: &mut FramedRead<R, FrameDecoder>, max: usize) -> std::io::Result<usize> {
+    struct Restore<'a, R> {
+        rx: &'a mut FramedRead<R, FrameDecoder>,
+        buf: BytesMut,
+    }
+    impl<R> Drop for Restore<'_, R> {
+        fn drop(&mut self) {
+            *self.rx.read_buffer_mut() = std::mem::take(&mut self.buf);
+        }
+    }
+    let buf = std::mem::take(rx.read_buffer_mut());
+    let mut restore = Restore { rx, buf };
+    let Restore { rx, buf } = &mut restore;
+    buf.reserve(max);
+    rx.get_mut().read_buf(&mut (&mut *buf).limit(max)).await
 }
 
 /// The next whole frame from `rx`: one already in its buffer first (see [`peek_frame_len`]), else
@@ -124,6 +182,32 @@ pub(crate) async fn next_frame<R: AsyncRead + Unpin>(rx: &mut FramedRead<R, Fram
         Err(e) => Some(Err(e)),
         Ok(None) => rx.next().await,
     }
+}
+
+/// Forwards the frame of `len` bytes (after its length prefix) at the head of `rx` to `to` as it is:
+/// what `rx` has buffered of it first, then the rest as it arrives, spliced socket to socket in
+/// pieces of [`SPLICE_FROM_BYTES`] or more when `pipe` is given and both are plain TCP sockets.
+/// Nothing past the frame is read. Returns the bytes spliced. `api_version` only names the frame in
+/// errors.
+///
+/// # Errors
+/// [`StreamError::Read`] or [`StreamError::Write`]; part of the frame may have been written.
+pub(crate) async fn forward_frame<R, W>(
+    rx: &mut FramedRead<R, FrameDecoder>,
+    len: usize,
+    api_version: i16,
+    to: &mut W,
+    pipe: Option<&Pipe>,
+) -> Result<usize, StreamError>
+where
+    R: AsyncRead + Unpin + AsTcp,
+    W: AsyncWrite + Unpin + AsTcp,
+{
+    let total = 4 + len;
+    let mut walk = Walk { src: Source { rx, left: total, total }, buf: BytesMut::new(), pos: 0, client: to, api_version, pipe, spliced: 0 };
+    walk.advance(total).await?;
+    walk.flush().await?;
+    Ok(walk.spliced)
 }
 
 /// Forwards the Fetch response of `len` bytes at the head of `rx` to `client` as it arrives (see the
@@ -202,9 +286,9 @@ impl<R: AsyncRead + Unpin> Source<'_, R> {
         let buffered = self.rx.read_buffer_mut();
         let n = if buffered.is_empty() {
             into.reserve(max);
-            let n = self.rx.get_mut().read_buf(&mut (&mut *into).limit(max)).await.map_err(|e| StreamError::Upstream(FrameError::Io(e)))?;
+            let n = self.rx.get_mut().read_buf(&mut (&mut *into).limit(max)).await.map_err(|e| StreamError::Read(FrameError::Io(e)))?;
             if n == 0 {
-                return Err(StreamError::Upstream(FrameError::Truncated { buffered: self.total - self.left, expected: self.total }));
+                return Err(StreamError::Read(FrameError::Truncated { buffered: self.total - self.left, expected: self.total }));
             }
             n
         } else {
@@ -265,11 +349,11 @@ impl<R: AsyncRead + Unpin + AsTcp, W: AsyncWrite + Unpin + AsTcp> Walk<'_, R, W>
             if rest >= SPLICE_FROM_BYTES && self.src.rx.read_buffer().is_empty() {
                 if let (Some(pipe), Some(from), Some(to)) = (self.pipe, self.src.rx.get_ref().tcp(), self.client.tcp()) {
                     splice_exact(from, to, pipe, rest).await.map_err(|e| match e {
-                        SpliceError::Read(e) => StreamError::Upstream(FrameError::Io(e)),
+                        SpliceError::Read(e) => StreamError::Read(FrameError::Io(e)),
                         SpliceError::Closed { left } => {
-                            StreamError::Upstream(FrameError::Truncated { buffered: self.src.total - self.src.left + rest - left, expected: self.src.total })
+                            StreamError::Read(FrameError::Truncated { buffered: self.src.total - self.src.left + rest - left, expected: self.src.total })
                         }
-                        SpliceError::Write(e) => StreamError::Client(e),
+                        SpliceError::Write(e) => StreamError::Write(e),
                     })?;
                     self.src.left -= rest;
                     self.spliced += rest;
@@ -277,7 +361,7 @@ impl<R: AsyncRead + Unpin + AsTcp, W: AsyncWrite + Unpin + AsTcp> Walk<'_, R, W>
                 }
             }
             let got = self.src.pull(&mut self.buf, rest.min(CHUNK)).await?;
-            self.client.write_all(&self.buf).await.map_err(StreamError::Client)?;
+            self.client.write_all(&self.buf).await.map_err(StreamError::Write)?;
             self.buf.clear();
             rest -= got;
         }
@@ -287,12 +371,12 @@ impl<R: AsyncRead + Unpin + AsTcp, W: AsyncWrite + Unpin + AsTcp> Walk<'_, R, W>
     /// Writes the walked bytes to the client.
     async fn flush(&mut self) -> Result<(), StreamError> {
         if self.pos > 0 {
-            self.client.write_all(&self.buf[..self.pos]).await.map_err(StreamError::Client)?;
+            self.client.write_all(&self.buf[..self.pos]).await.map_err(StreamError::Write)?;
             self.buf.advance(self.pos);
             self.pos = 0;
         }
         if self.src.left == 0 && self.buf.is_empty() {
-            self.client.flush().await.map_err(StreamError::Client)?;
+            self.client.flush().await.map_err(StreamError::Write)?;
         }
         Ok(())
     }
@@ -602,7 +686,7 @@ mod tests {
         let cut = input.slice(..input.len() - 10);
         let mut rx = FramedRead::new(Trickle { data: cut, step: 1 << 16 }, FrameDecoder::new(1 << 20));
         let e = forward_fetch(&mut rx, len, 17, 77, &mut Vec::new(), None, |_| async { Ok(HashMap::new()) }).await.expect_err("cut");
-        assert!(matches!(e, StreamError::Upstream(FrameError::Truncated { .. })), "{e:?}");
+        assert!(matches!(e, StreamError::Read(FrameError::Truncated { .. })), "{e:?}");
 
         // A record set announced longer than the frame.
         let mut bad = BytesMut::new();
@@ -613,6 +697,31 @@ mod tests {
         let mut rx = FramedRead::new(Trickle { data: bad.freeze(), step: 1 << 16 }, FrameDecoder::new(1 << 20));
         let e = forward_fetch(&mut rx, 70_000, 17, 77, &mut Vec::new(), None, |_| async { Ok(HashMap::new()) }).await.expect_err("garbage");
         assert!(matches!(e, StreamError::Malformed { api_version: 17, .. }), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn a_large_frame_is_peeked_by_its_head_and_forwarded_exactly() {
+        let big: Vec<u8> = (0..200 * 1024).map(|i| (i % 251) as u8).collect();
+        let mut input = (big.len() as i32).to_be_bytes().to_vec();
+        input.extend_from_slice(&big);
+        input.extend_from_slice(&3i32.to_be_bytes());
+        input.extend_from_slice(b"abc");
+        for step in [7, 4096, 1 << 20] {
+            let mut rx = FramedRead::new(Trickle { data: Bytes::from(input.clone()), step }, FrameDecoder::new(1 << 20));
+            assert_eq!(peek_large(&mut rx, 64 * 1024, 1000).await.unwrap(), Some(big.len()), "step {step}");
+            assert_eq!(rx.read_buffer().len(), 1000, "step {step}: the head and no more");
+            let mut out = Vec::new();
+            assert_eq!(forward_frame(&mut rx, big.len(), 9, &mut out, None).await.unwrap(), 0, "nothing spliced without a pipe");
+            assert_eq!(out, input[..4 + big.len()], "step {step}");
+            assert_eq!(peek_large(&mut rx, 64 * 1024, 1000).await.unwrap(), None, "step {step}: a small frame");
+            assert_eq!(next_frame(&mut rx).await.unwrap().unwrap(), Bytes::from_static(b"abc"), "step {step}");
+            assert_eq!(peek_large(&mut rx, 64 * 1024, 1000).await.unwrap(), None, "step {step}: the end");
+        }
+        // Cut short: the sender closed mid-frame.
+        let mut rx = FramedRead::new(Trickle { data: Bytes::from(input[..100_000].to_vec()), step: 4096 }, FrameDecoder::new(1 << 20));
+        let len = peek_large(&mut rx, 64 * 1024, 1000).await.unwrap().unwrap();
+        let e = forward_frame(&mut rx, len, 9, &mut Vec::new(), None).await.unwrap_err();
+        assert!(matches!(e, StreamError::Read(FrameError::Truncated { .. })), "{e:?}");
     }
 
     #[test]
