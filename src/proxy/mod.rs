@@ -7,7 +7,9 @@
 //!   client ─► broker N listener ──┼─► session (1 task) ──┼─► destination broker N
 //!                                 │    requests half: read frame ─► policy (Produce, DeleteRecords,
 //!                                 │      CreatePartitions, AlterConfigs, IncrementalAlterConfigs)
-//!                                 │      ─► forward (unchanged bytes, or without refused entries)
+//!                                 │      ─► forward (unchanged bytes, or without refused entries);
+//!                                 │      a large Produce to one allowed topic: read its head ─►
+//!                                 │      policy ─► the rest forwarded as it arrives (spliced)
 //!                                 │      mirror APIs ─► a task of their own (src/admin) ─┐
 //!                                 │    responses half: broker frame ─► rewrite endpoints / cap
 //!                                 │      ApiVersions / merge refusals, or the mirror ◄───┘ answer
@@ -20,8 +22,9 @@
 //! `mirror_apis` (the seam to the mirror admin APIs, answered by `src/admin`), `cancel` (a shutdown
 //! signal cheap to poll per request),
 //! `wire` and `requests` (reading untrusted requests), `policy` (what is refused), `rewrite`
-//! (responses), `stream` (large Fetch responses forwarded as they arrive) and `splice` (their record
-//! sets moved socket to socket), `versions` (ApiVersions), `metrics` (`/metrics`, `/health`).
+//! (responses; `rewrite::share` and `rewrite::node_endpoints` walk what the crate does not decode),
+//! `stream` (large Fetch responses and Produce requests forwarded as they arrive) and `splice` (their
+//! bytes moved socket to socket), `versions` (ApiVersions), `metrics` (`/metrics`, `/health`).
 //!
 //! Must not touch: replication or mirror state directly; it asks [`crate::mirror::MirrorLookup`]
 //! whether a topic is mirrored.

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Two proxy builds side by side on the consumer or the producer path: throughput and the proxy's CPU
+per run, and optionally end-to-end latency, directly and through each build, for BENCHMARKS.md.
+
+    python3 benches/proxy/ab.py --before BIN --after BIN [--load fetch|produce] [--rounds 5]
+                                [--records 1500000] [--latency-trials 0] [--latency-rate 40000]
+                                [--pin-proxy-cpu CPU]
+
+BIN is a `kafka-mirror-proxy` binary (for example `git worktree add /tmp/before REV && cargo build
+--release` there, then /tmp/before/target/release/kafka-mirror-proxy). Starts a 1-broker destination
+with the test harness and both proxies. Then each round runs the load directly, through `before` and
+through `after`, in an order that alternates between rounds, and prints per round the MB/s and the
+CPU (user + system) each proxy spent on its run:
+
+- `--load fetch` (the default): --records records of 1 KiB are written into 3 partitions once, and
+  each run reads the whole topic with Kafka's ConsumerPerformance (fetch-phase MB/s, after the group
+  join).
+- `--load produce`: each run writes --records records of 1 KiB into a fresh topic of 3 partitions
+  with Kafka's ProducerPerformance at full speed (acks=all, linger.ms=5, batch.size=64 KiB, as in
+  bench.py).
+
+With --latency-trials N, N trials of benches/proxy/ProxyLatency.java at --latency-rate records/s
+(linger.ms=5, 64 KiB batches) on each path follow. With --pin-proxy-cpu CPU, both proxies run on that
+CPU and the broker and clients on the others (taskset). Everything shares this machine's cores: run
+it on a quiet machine. (Named fetch_ab.py, with only the fetch load, until 2026-12-03.)
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import time
+
+from benchlib import LIBS, ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, run, stop_all, wait_healthy
+
+JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
+log = logger("ab")
+# With --pin-proxy-cpu: `taskset -c CPUS` for the broker and the client JVMs.
+CLIENT_PREFIX = []
+
+
+def java():
+    return CLIENT_PREFIX + JAVA
+
+
+
+
+def fetch_mbps(bootstrap, topic, records):
+    out = run(java() + ["org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
+                      "--messages", str(records), "--timeout", "120000"])
+    lines = [l for l in out.splitlines() if l.strip()]
+    header = [h.strip() for h in next(l for l in lines if l.startswith("start.time")).split(",")]
+    return float(dict(zip(header, [v.strip() for v in lines[-1].split(",")]))["fetch.MB.sec"])
+
+
+def produce_mbps(bootstrap, topic, records):
+    run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                  "--partitions", "3", "--replication-factor", "1"])
+    out = run(java() + ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
+                        "--record-size", "1024", "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+                        "acks=all", "linger.ms=5", "batch.size=65536"])
+    return float(re.findall(r"records/sec \(([\d.]+) MB/sec\)", out)[-1])
+
+
+def latency(bootstrap, topic, rate):
+    run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                "--partitions", "3", "--replication-factor", "1"])
+    out = run(java() + [str(ROOT / "benches/proxy/ProxyLatency.java"), "--bootstrap", bootstrap, "--topic", topic, "--rate", str(rate),
+                      "--duration-s", "20", "--warmup-s", "5", "--record-size", "1024", "--linger-ms", "5", "--batch-size", "65536"],
+              timeout=300)
+    d = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+    return {k: d[k] / 1000 for k in ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", required=True)
+    ap.add_argument("--after", required=True)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--records", type=int, default=1_500_000)
+    ap.add_argument("--latency-trials", type=int, default=0)
+    ap.add_argument("--latency-rate", type=int, default=40_000)
+    ap.add_argument("--load", choices=["fetch", "produce"], default="fetch")
+    ap.add_argument("--pin-proxy-cpu", type=int, metavar="CPU")
+    args = ap.parse_args()
+    proxy_prefix = []
+    if args.pin_proxy_cpu is not None:
+        others = sorted(os.sched_getaffinity(0) - {args.pin_proxy_cpu})
+        if not others or args.pin_proxy_cpu not in os.sched_getaffinity(0):
+            raise SystemExit(f"--pin-proxy-cpu {args.pin_proxy_cpu}: needs that CPU and at least one other")
+        CLIENT_PREFIX[:] = ["taskset", "-c", ",".join(map(str, others))]
+        proxy_prefix = ["taskset", "-c", str(args.pin_proxy_cpu)]
+
+    run(["cargo", "build", "--release", "--quiet", "-p", "kafka-harness"])
+    run([str(TARGET / "release/kafka-harness"), "provision", "--version", VERSION])
+    started = []
+    try:
+        cluster = subprocess.Popen(CLIENT_PREFIX + [str(TARGET / "release/kafka-harness"), "up", "--name", "ab", "--version", VERSION],
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+        started.append(cluster)
+        bootstrap = next((l.strip().split("=", 1)[1] for l in cluster.stdout if l.startswith("bootstrap=")), None)
+        if not bootstrap:
+            raise SystemExit("the harness did not start a cluster")
+        paths = {"direct": (bootstrap, None)}
+        for name in ("before", "after"):
+            port, metrics = free_port(), free_port()
+            env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
+                       KMP_MIRRORS__ENABLED="false", KMP_DESTINATION__BOOTSTRAP_SERVERS=bootstrap,
+                       KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
+            proc = subprocess.Popen(proxy_prefix + [getattr(args, name), "--config", str(ROOT / "proxy.yaml")], env=env, cwd=ROOT)
+            started.append(proc)
+            wait_healthy(f"http://127.0.0.1:{metrics}/health")
+            paths[name] = (f"127.0.0.1:{port}", proc.pid)
+        topic = f"ab-{int(time.time())}"
+        if args.load == "fetch":
+            run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                          "--partitions", "3", "--replication-factor", "1"])
+            log(f"writing {args.records} records of 1 KiB")
+            run(java() + ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(args.records),
+                          "--record-size", "1024", "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+                          "acks=all", "linger.ms=5", "batch.size=65536"])
+            fetch_mbps(bootstrap, topic, args.records)  # warm-up: page cache, JIT of the broker
+        else:
+            for name in paths:  # warm-up: JIT of the broker and of each path
+                produce_mbps(paths[name][0], f"{topic}-warmup-{name}", 100_000)
+        results = {name: [] for name in paths}
+        for r in range(args.rounds):
+            order = list(paths) if r % 2 == 0 else list(reversed(paths))
+            line = [f"round {r + 1}"]
+            for name in order:
+                addr, pid = paths[name]
+                cpu0 = cpu_seconds(pid) if pid else 0
+                if args.load == "fetch":
+                    mbps = fetch_mbps(addr, topic, args.records)
+                else:
+                    mbps = produce_mbps(addr, f"{topic}-{name}-{r}", args.records)
+                cpu_ms = (cpu_seconds(pid) - cpu0) * 1000 if pid else 0
+                results[name].append({"mbps": mbps, "proxy_cpu_ms": cpu_ms})
+                line.append(f"{name} {mbps:.1f} MB/s" + (f", proxy CPU {cpu_ms:.0f} ms" if pid else ""))
+            print(" | ".join(line), flush=True)
+        for name, rs in results.items():
+            mbps = statistics.median(x["mbps"] for x in rs)
+            cpu = statistics.median(x["proxy_cpu_ms"] for x in rs)
+            print(f"median {name}: {mbps:.1f} MB/s" + (f", proxy CPU {cpu:.0f} ms per run of {args.records} records" if paths[name][1] else ""))
+        for t in range(args.latency_trials):
+            order = list(paths) if t % 2 == 0 else list(reversed(paths))
+            cells = []
+            for name in order:
+                lat = latency(paths[name][0], f"ab-lat-{name}-{t}-{int(time.time())}", args.latency_rate)
+                cells.append(f"{name} p50 {lat['e2e_p50_us']:.2f} p99 {lat['e2e_p99_us']:.2f} p99.9 {lat['e2e_p999_us']:.2f} ms")
+            print(f"latency trial {t + 1} at {args.latency_rate}/s | " + " | ".join(cells), flush=True)
+    finally:
+        stop_all(started)
+
+
+if __name__ == "__main__":
+    main()
