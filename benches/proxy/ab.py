@@ -33,7 +33,7 @@ import statistics
 import subprocess
 import time
 
-from benchlib import LIBS, ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, run, stop_all, wait_healthy
+from benchlib import LIBS, ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, pin_prefixes, run, stop_all, wait_healthy
 
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
 log = logger("ab")
@@ -85,13 +85,7 @@ def main():
     ap.add_argument("--load", choices=["fetch", "produce"], default="fetch")
     ap.add_argument("--pin-proxy-cpu", type=int, metavar="CPU")
     args = ap.parse_args()
-    proxy_prefix = []
-    if args.pin_proxy_cpu is not None:
-        others = sorted(os.sched_getaffinity(0) - {args.pin_proxy_cpu})
-        if not others or args.pin_proxy_cpu not in os.sched_getaffinity(0):
-            raise SystemExit(f"--pin-proxy-cpu {args.pin_proxy_cpu}: needs that CPU and at least one other")
-        CLIENT_PREFIX[:] = ["taskset", "-c", ",".join(map(str, others))]
-        proxy_prefix = ["taskset", "-c", str(args.pin_proxy_cpu)]
+    CLIENT_PREFIX[:], proxy_prefix = pin_prefixes(args.pin_proxy_cpu)
 
     run(["cargo", "build", "--release", "--quiet", "-p", "kafka-harness"])
     run([str(TARGET / "release/kafka-harness"), "provision", "--version", VERSION])

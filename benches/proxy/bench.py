@@ -47,7 +47,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchlib import LIBS, ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, run, stop_all, wait_healthy
+from benchlib import LIBS, ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, pin_prefixes, run, stop_all, wait_healthy
 
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
 # With --pin-proxy-cpu: `taskset -c CPUS` for the broker and the client JVMs (every CPU but the proxy's).
@@ -138,13 +138,8 @@ def main():
                     help="run the proxy on this CPU alone and the broker and clients on the others (taskset), "
                          "in both paths: the proxy then has a core of its own, as on a host of its own")
     args = ap.parse_args()
-    proxy_prefix = []
-    if args.pin_proxy_cpu is not None:
-        others = sorted(os.sched_getaffinity(0) - {args.pin_proxy_cpu})
-        if not others or args.pin_proxy_cpu not in os.sched_getaffinity(0):
-            raise SystemExit(f"--pin-proxy-cpu {args.pin_proxy_cpu}: needs that CPU and at least one other")
-        CLIENT_PREFIX[:] = ["taskset", "-c", ",".join(map(str, others))]
-        proxy_prefix = ["taskset", "-c", str(args.pin_proxy_cpu)]
+    CLIENT_PREFIX[:], proxy_prefix = pin_prefixes(args.pin_proxy_cpu)
+    if proxy_prefix:
         log(f"proxy on CPU {args.pin_proxy_cpu}, broker and clients on CPUs {CLIENT_PREFIX[2]}")
 
     log("building the release proxy and the harness")

@@ -1,4 +1,4 @@
-"""What benches/proxy/bench.py and benches/proxy/request_cost.py share: where things are (the
+"""What benches/proxy/bench.py, ab.py and request_cost.py share: where things are (the
 repository, cargo's target directory, the Kafka jars the test harness provisions) and small process
 and socket helpers."""
 
@@ -43,6 +43,18 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def pin_prefixes(proxy_cpu):
+    """For --pin-proxy-cpu: the command prefixes (`taskset -c ...`) that put the broker and clients
+    on every CPU but `proxy_cpu`, and the proxy on `proxy_cpu` alone; empty prefixes for None."""
+    if proxy_cpu is None:
+        return [], []
+    allowed = os.sched_getaffinity(0)
+    others = sorted(allowed - {proxy_cpu})
+    if not others or proxy_cpu not in allowed:
+        raise SystemExit(f"--pin-proxy-cpu {proxy_cpu}: needs that CPU and at least one other")
+    return ["taskset", "-c", ",".join(map(str, others))], ["taskset", "-c", str(proxy_cpu)]
 
 
 def stop_all(processes, timeout=60):
