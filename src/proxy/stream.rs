@@ -69,8 +69,8 @@ pub(crate) enum StreamError {
     /// for a request).
     #[error("reading the frame failed")]
     Read(#[source] FrameError),
-    /// Writing the frame on failed (to the client for a response, to the broker for a request).
-    #[error("writing the frame on failed")]
+    /// Forwarding the frame failed: writing to the client for a response, to the broker for a request.
+    #[error("forwarding the frame failed")]
     Write(#[source] std::io::Error),
     /// The response did not match the Fetch schema of its version.
     #[error("Fetch v{api_version} response does not match its schema")]
