@@ -98,6 +98,16 @@ pub(crate) struct Refusals {
     pub nothing_left: bool,
 }
 
+/// The name of the topic `topic` refers to: its own, or the one `resolve` knows for its id (Produce
+/// v13+); `None` for an unknown id or a resource that is not a topic.
+fn resolved_name<'a>(topic: &'a TopicRef, resolve: &impl Fn(&uuid::Uuid) -> Option<String>) -> Option<Cow<'a, str>> {
+    match topic {
+        TopicRef::Name(n) => Some(Cow::Borrowed(n.as_str())),
+        TopicRef::Id(id) => resolve(id).map(Cow::Owned),
+        TopicRef::NotATopic => None,
+    }
+}
+
 impl WritePolicy {
     /// A policy asking `lookup`, refusing with `refusal_error_code`.
     pub fn new(lookup: Arc<dyn MirrorLookup>, refusal_error_code: i16) -> Self {
@@ -126,15 +136,7 @@ impl WritePolicy {
     /// v13 topic id to its name) that is not a read-only mirror topic. False for an id `resolve` does
     /// not know: the caller then takes the path that learns it.
     pub(crate) fn allows_whole_topic(&self, topic: &TopicRef, resolve: impl Fn(&uuid::Uuid) -> Option<String>) -> bool {
-        let name = match topic {
-            TopicRef::Name(n) => Cow::Borrowed(n.as_str()),
-            TopicRef::Id(id) => match resolve(id) {
-                Some(n) => Cow::Owned(n),
-                None => return false,
-            },
-            TopicRef::NotATopic => return false,
-        };
-        self.read_only(&name).is_none()
+        resolved_name(topic, &resolve).is_some_and(|name| self.read_only(&name).is_none())
     }
 
     /// Checks a scanned write request. `resolve` maps Produce v13 topic ids to names. `None` if
@@ -145,11 +147,11 @@ impl WritePolicy {
         let mut keep = Vec::new();
         let mut entries = Vec::new();
         for (index, entry) in scanned.entries.iter().enumerate() {
-            let (name, topic_id) = match &entry.topic {
-                TopicRef::Name(n) => (Some(Cow::Borrowed(n.as_str())), None),
-                TopicRef::Id(id) => (resolve(id).map(Cow::Owned), Some(*id)),
-                TopicRef::NotATopic => (None, None),
+            let topic_id = match &entry.topic {
+                TopicRef::Id(id) => Some(*id),
+                _ => None,
             };
+            let name = resolved_name(&entry.topic, &resolve);
             let mirrored = name.as_deref().and_then(|n| self.read_only(n));
             let (Some(name), Some(mirrored)) = (name, mirrored) else {
                 if !keep.is_empty() {

@@ -127,10 +127,9 @@ fn scan_body(frame: &[u8], api_key: ApiKey, v: i16, flexible: bool) -> Result<Sc
     let mut acks = None;
     let mut transactional_id = None;
     if api_key == ApiKey::Produce {
-        transactional_id =
-            r.nullable_string(flexible, "transactional_id")?.map(|b| String::from_utf8_lossy(b).into_owned());
-        acks = Some(r.i16("acks")?);
-        r.i32("timeout_ms")?;
+        let (id, produce_acks) = produce_fields(&mut r, flexible)?;
+        transactional_id = id.map(|b| String::from_utf8_lossy(b).into_owned());
+        acks = Some(produce_acks);
     }
     let before = 0..r.pos();
     let count = r.array_len(flexible, 1, "entries")?.unwrap_or(0);
@@ -200,9 +199,7 @@ pub(crate) fn produce_prefix(frame: &[u8], api_version: i16) -> Result<ProducePr
     let flexible = ApiKey::Produce.request_header_version(api_version) >= 2;
     let (body, _client_id) = request_body_offset(frame, flexible)?;
     let mut r = Reader::at(frame, body);
-    r.nullable_string(flexible, "transactional_id")?;
-    let acks = r.i16("acks")?;
-    r.i32("timeout_ms")?;
+    let (_, acks) = produce_fields(&mut r, flexible)?;
     // Unchecked against the bytes left (they are only part of the request): only compared.
     let topics = match flexible {
         true => (r.uvarint()? as usize).saturating_sub(1),
@@ -214,6 +211,15 @@ pub(crate) fn produce_prefix(frame: &[u8], api_version: i16) -> Result<ProducePr
         _ => Some(TopicRef::Name(r.string(flexible, "name")?)),
     };
     Ok(ProducePrefix { acks, topics, first_topic })
+}
+
+/// Produce's fields before its topics: `transactional_id` (its bytes) and `acks`; `timeout_ms` is
+/// skipped.
+fn produce_fields<'a>(r: &mut Reader<'a>, flexible: bool) -> Result<(Option<&'a [u8]>, i16), WireError> {
+    let transactional_id = r.nullable_string(flexible, "transactional_id")?;
+    let acks = r.i16("acks")?;
+    r.i32("timeout_ms")?;
+    Ok((transactional_id, acks))
 }
 
 /// Produce `TopicProduceData` or DeleteRecords `DeleteRecordsTopic`.

@@ -381,13 +381,7 @@ where
     trace!(api_key = head.api_key, api_version = head.api_version, correlation_id = head.correlation_id, "request, streamed");
     let Ok(slot) = pending.reserve().await else { return Ok(Streaming::ResponsesEnded) };
     if prefix.acks != 0 {
-        slot.send(Pending::Upstream(Expected {
-            correlation_id: head.correlation_id,
-            api_key: Some(ApiKey::Produce),
-            api_version: head.api_version,
-            refusals: None,
-            sasl_user: None,
-        }));
+        slot.send(expect_response(&head, Some(ApiKey::Produce), None, None));
     }
     let spliced = stream::forward_frame(rx, len, head.api_version, upstream_tx, pipe).await.map_err(|e| match e {
         StreamError::Write(source) => SessionError::UpstreamWrite { addr: upstream_addr.to_owned(), source },
@@ -485,16 +479,12 @@ fn handle_mirror_api(
 }
 
 fn forward(frame: Bytes, head: &RequestHead, api_key: Option<ApiKey>, refusals: Option<Refusals>, sasl_user: Option<String>) -> Step {
-    Step {
-        pending: Some(Pending::Upstream(Expected {
-            correlation_id: head.correlation_id,
-            api_key,
-            api_version: head.api_version,
-            refusals,
-            sasl_user,
-        })),
-        forward: Some(frame),
-    }
+    Step { pending: Some(expect_response(head, api_key, refusals, sasl_user)), forward: Some(frame) }
+}
+
+/// The broker's response to the forwarded request `head`, as the responses half will expect it.
+fn expect_response(head: &RequestHead, api_key: Option<ApiKey>, refusals: Option<Refusals>, sasl_user: Option<String>) -> Pending {
+    Pending::Upstream(Expected { correlation_id: head.correlation_id, api_key, api_version: head.api_version, refusals, sasl_user })
 }
 
 /// Produce, DeleteRecords, CreatePartitions, AlterConfigs, IncrementalAlterConfigs: the write policy.
