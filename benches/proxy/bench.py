@@ -15,7 +15,8 @@ and through kafka-mirror-proxy (release build), side by side.
 3. End-to-end latency at half of the direct maximum producer rate: benches/proxy/ProxyLatency.java
    (producer and consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy,
    with the producer settings of the throughput run (linger.ms=5, batch.size=64 KiB), so the rate is
-   half of what that configuration sustains. A second latency run at --low-rate (default 2000
+   half of what that configuration sustains. The table adds the p99 difference paired by round.
+   A second latency run at --low-rate (default 2000
    records/s) with linger.ms=0 (one record per request) shows the proxy's own added latency per
    request below saturation.
 4. Proxy CPU per MB: the proxy process's user+system CPU time (/proc/PID/stat) over each proxied
@@ -249,7 +250,18 @@ def main():
     ]
     table = ["| measure | direct | through the proxy | proxy / direct |", "|---|---|---|---|"]
     table += [f"| {a} | {b} | {c} | {r} |" for a, b, c, r in rows]
-    text = "\n".join(table) + "\n"
+    # The rounds pair a direct and a proxy run minutes apart; the difference within a round is less
+    # exposed to the machine's drift than the difference of the two medians.
+    per_round = ["", f"Per round, end-to-end latency at {rate} records/s (ms):", "",
+                 "| round | direct p50 / p99 | proxy p50 / p99 | p99 added by the proxy |", "|---|---|---|---|"]
+    added = []
+    for i, (dr, xr) in enumerate(zip(results["rounds"]["direct"], results["rounds"]["proxy"])):
+        dl, xl = dr["latency"], xr["latency"]
+        added.append((xl["e2e_p99_us"] - dl["e2e_p99_us"]) / 1000)
+        per_round.append(f"| {i + 1} | {dl['e2e_p50_us'] / 1000:.2f} / {dl['e2e_p99_us'] / 1000:.2f} | "
+                         f"{xl['e2e_p50_us'] / 1000:.2f} / {xl['e2e_p99_us'] / 1000:.2f} | {added[-1]:+.2f} |")
+    per_round += ["", f"Median p99 added by the proxy, paired by round: {statistics.median(added):+.2f} ms"]
+    text = "\n".join(table + per_round) + "\n"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text + "\n```json\n" + json.dumps(results, indent=1) + "\n```\n")
     print(text)
