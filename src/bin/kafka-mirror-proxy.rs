@@ -88,7 +88,11 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         error!(panic = %info, "panic");
     }));
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = settings.worker_threads {
+        runtime.worker_threads(n);
+    }
+    let runtime = match runtime.enable_all().build() {
         Ok(r) => r,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
@@ -105,6 +109,7 @@ async fn run(settings: ProxySettings) -> ExitCode {
         (Ok(t), Ok(i)) => (t, i),
         (Err(e), _) | (_, Err(e)) => return fail(&format!("cannot register signal handlers: {e}")),
     };
+    info!(worker_threads = tokio::runtime::Handle::current().metrics().num_workers(), "runtime started");
     let on_signal = shutdown.clone();
     let signals = tokio::spawn(async move {
         let name = tokio::select! {

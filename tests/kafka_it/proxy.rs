@@ -826,7 +826,8 @@ fn the_binary_names_the_key_of_a_bad_configuration() {
     }
 }
 
-/// The binary serves clients, reports health, and on SIGTERM drains and exits 0.
+/// The binary serves clients, reports health, and on SIGTERM drains and exits 0. It runs with
+/// `proxy.worker_threads: 1` (from the environment), and its runtime reports one worker thread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_and_drains_on_sigterm() {
     let (port, metrics_port) = (free_port(), free_port());
@@ -837,6 +838,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
         ("KMP_PROXY__BROKER_PORT_BASE", "0"),
         ("KMP_DESTINATION__BOOTSTRAP_SERVERS", &destination().bootstrap()),
         ("KMP_ADMIN__METRICS_LISTEN", &format!("127.0.0.1:{metrics_port}")),
+        ("KMP_PROXY__WORKER_THREADS", "1"),
     ];
     let mut cmd = proxy_binary(yaml, &env);
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
@@ -881,6 +883,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     assert!(exit.success(), "exit {exit:?}\n{stderr}");
     assert!(stderr.contains("received signal") && stderr.contains("shut down gracefully"), "{stderr}");
+    assert!(stderr.contains("runtime started") && stderr.contains("worker_threads=1"), "the runtime's own count: {stderr}");
     assert!(!stderr.contains(" ERROR "), "{stderr}");
     drop(idle);
 }
