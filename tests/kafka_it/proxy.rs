@@ -1375,10 +1375,10 @@ async fn broker_listeners_follow_brokers_joining_and_leaving() {
     assert_eq!(read.len(), 8);
 }
 
-/// KIP-951 leader endpoints through the proxy, against real brokers: a Produce (v12) and a Fetch
-/// (v17) sent through the proxy's listener of a broker that does not host the partition come back
-/// NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint, and that endpoint is the proxy's
-/// listener of the leader, never the broker's own address; the same for a Fetch response of 1.5 MB,
+/// KIP-951 leader endpoints through the proxy, against real brokers: a Produce (v12), a Fetch (v17)
+/// and a ShareFetch (v1) sent through the proxy's listener of a broker that does not host the
+/// partition come back NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint, and that
+/// endpoint is the proxy's listener of the leader, never the broker's own address; the same for a Fetch response of 1.5 MB,
 /// which the proxy streams (the endpoint rewritten within the broker's bytes, the records exactly the
 /// broker's). Uses the shared 3-broker destination.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1434,6 +1434,34 @@ async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
     let n = &response.node_endpoints[0];
     is_proxy_leader(n.node_id.0, n.host.as_str(), n.port);
     assert!(p.proxy.metrics().requests_of(ApiKey::Fetch) >= 1);
+
+    // ShareFetch (KIP-932) through the same listener: share partitions live on their leader, so the
+    // broker answers NOT_LEADER_OR_FOLLOWER with the leader's endpoint, in a response the proxy walks
+    // itself (`rewrite::share`). v1, the version kafka-protocol decodes; v2 has the same layout there.
+    // (A ShareAcknowledge sent the same way gets UNKNOWN_TOPIC_OR_PARTITION without endpoints from
+    // Kafka 4.4, so its endpoint rewrite is covered by `rewrite::share`'s unit tests only.)
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let member = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, (nanos ^ u128::from(std::process::id())).to_be_bytes());
+    let share_fetch = kafka_protocol::messages::ShareFetchRequest::default()
+        .with_group_id(Some(kafka_protocol::messages::GroupId(StrBytes::from_string(unique_name("kip951-share")))))
+        .with_member_id(Some(StrBytes::from_string(member)))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_max_records(100)
+        .with_batch_size(100)
+        .with_topics(vec![kafka_protocol::messages::share_fetch_request::FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![
+            kafka_protocol::messages::share_fetch_request::FetchPartition::default().with_partition_index(0).with_partition_max_bytes(1 << 20),
+        ])]);
+    let response = wrong.send(&share_fetch, Some(1)).await.expect("share fetch response");
+    assert_eq!(response.error_code, 0, "{response:?}");
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 6, "NOT_LEADER_OR_FOLLOWER: {response:?}");
+    assert_eq!(partition.current_leader.leader_id, leader, "{response:?}");
+    assert_eq!(response.node_endpoints.len(), 1, "{response:?}");
+    let n = &response.node_endpoints[0];
+    is_proxy_leader(n.node_id.0, n.host.as_str(), n.port);
+    assert!(p.proxy.metrics().requests_of(ApiKey::ShareFetch) >= 1);
 
     // The same in a response large enough to be streamed (1 MiB and more, `stream.rs`): 1.5 MB from a
     // partition the other broker leads, fetched together with the partition it does not lead. The
