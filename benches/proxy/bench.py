@@ -15,10 +15,10 @@ and through kafka-mirror-proxy (release build), side by side.
 3. End-to-end latency at half of the direct maximum producer rate: benches/proxy/ProxyLatency.java
    (producer and consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy,
    with the producer settings of the throughput run (linger.ms=5, batch.size=64 KiB), so the rate is
-   half of what that configuration sustains. The table adds the p99 difference paired by round.
-   A second latency run at --low-rate (default 2000
-   records/s) with linger.ms=0 (one record per request) shows the proxy's own added latency per
-   request below saturation.
+   half of what that configuration sustains; the p99 the proxy adds is also given per round and as
+   the median of those pairs. A second latency run at --low-rate (default 2000 records/s) with
+   linger.ms=0 (one record per request) shows the proxy's own added latency per request below
+   saturation.
 4. Proxy CPU per MB: the proxy process's user+system CPU time (/proc/PID/stat) over each proxied
    run, divided by the megabytes moved.
 
@@ -28,8 +28,8 @@ every round as JSON): throughput proxy/direct ratios, p50/p99/p99.9 end-to-end a
 paths at half of the direct maximum (and at --low-rate), and the proxy's CPU per MB. Everything runs on
 this machine: broker, proxy and client JVMs share its cores, so run it on a quiet machine.
 
-Full run (the command of the run BENCHMARKS.md records):
-    python3 benches/proxy/bench.py --records 300000 --latency-seconds 20 --rounds 2
+Full run (the command of the latest run BENCHMARKS.md records):
+    python3 benches/proxy/bench.py --records 1000000 --latency-seconds 30 --rounds 5
 With --pin-proxy-cpu CPU, the proxy runs on that CPU alone and the broker and every client JVM on the
 others (taskset), in both paths: the proxy then takes no CPU from them, as on a host of its own.
 Smoke run (only checks that the script works; its numbers mean nothing):

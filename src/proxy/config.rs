@@ -191,8 +191,8 @@ pub struct ListenerConfig {
     pub shutdown_grace_period_ms: u64,
     /// Threads running the proxy's connections (default: one per CPU the process may use, tokio's
     /// default). Fewer threads wake each other less: on 2 cores shared with a broker and clients, one
-    /// thread spent about 13% less CPU on the producer path, but its p99 latency was worse, since a
-    /// preempted thread then stalls every connection (BENCHMARKS.md, "Worker threads").
+    /// thread spent 8 to 15% less CPU on the producer path in most runs, but its p99 latency was
+    /// worse, since a preempted thread then stalls every connection (BENCHMARKS.md, "Worker threads").
     #[serde(default)]
     pub worker_threads: Option<usize>,
     /// TLS on every client listener (bootstrap and brokers). None: plaintext.
