@@ -1378,9 +1378,9 @@ async fn broker_listeners_follow_brokers_joining_and_leaving() {
 /// KIP-951 leader endpoints through the proxy, against real brokers: a Produce (v12), a Fetch (v17)
 /// and a ShareFetch (v1) sent through the proxy's listener of a broker that does not host the
 /// partition come back NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint, and that
-/// endpoint is the proxy's listener of the leader, never the broker's own address; the same for a Fetch response of 1.5 MB,
-/// which the proxy streams (the endpoint rewritten within the broker's bytes, the records exactly the
-/// broker's). Uses the shared 3-broker destination.
+/// endpoint is the proxy's listener of the leader, never the broker's own address; the same for a
+/// Fetch response of 1.5 MB, which the proxy streams (the endpoint rewritten within the broker's
+/// bytes, the records exactly the broker's). Uses the shared 3-broker destination.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
     let cluster = kafka_harness::destination3();
@@ -1437,9 +1437,11 @@ async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
 
     // ShareFetch (KIP-932) through the same listener: share partitions live on their leader, so the
     // broker answers NOT_LEADER_OR_FOLLOWER with the leader's endpoint, in a response the proxy walks
-    // itself (`rewrite::share`). v1, the version kafka-protocol decodes; v2 has the same layout there.
-    // (A ShareAcknowledge sent the same way gets UNKNOWN_TOPIC_OR_PARTITION without endpoints from
-    // Kafka 4.4, so its endpoint rewrite is covered by `rewrite::share`'s unit tests only.)
+    // itself (`rewrite::share`). At v1, the highest version kafka-protocol decodes (the walk of v2 is
+    // exercised by `share_consumer_through_the_proxy_at_v2`). A ShareAcknowledge sent the same way
+    // gets UNKNOWN_TOPIC_OR_PARTITION without endpoints from Kafka 4.4, so the rewrite of its
+    // endpoints is covered by `rewrite::share`'s unit tests only. The member id has the form of
+    // Kafka's Uuid (16 bytes, URL-safe base64), as a share consumer's has.
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     let member = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, (nanos ^ u128::from(std::process::id())).to_be_bytes());
     let share_fetch = kafka_protocol::messages::ShareFetchRequest::default()
