@@ -23,6 +23,37 @@ const API_SLOTS: usize = 128;
 const HTTP_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest request head the endpoint reads, bytes.
 const HTTP_MAX_HEAD: usize = 8 * 1024;
+/// Upper bounds of the request duration buckets, microseconds (rendered in seconds). From a
+/// quarter of a millisecond, what one proxied request costs below saturation, to the 30 s of a
+/// client's default `request.timeout.ms`.
+const DURATION_BUCKETS_US: [u64; 15] =
+    [250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 10_000_000, 30_000_000];
+
+/// Request durations of one API: a cumulative-at-render Prometheus histogram of atomics.
+pub(crate) struct DurationHistogram {
+    /// Observations per bucket (not cumulative); the last slot is above every bound.
+    buckets: [AtomicU64; DURATION_BUCKETS_US.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl Default for DurationHistogram {
+    fn default() -> Self {
+        Self { buckets: std::array::from_fn(|_| AtomicU64::new(0)), sum_us: AtomicU64::new(0) }
+    }
+}
+
+impl DurationHistogram {
+    fn observe(&self, elapsed: Duration) {
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let slot = DURATION_BUCKETS_US.partition_point(|&bound| bound < us);
+        inc(&self.buckets[slot]);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+}
 
 /// The proxy's counters and gauges.
 pub struct Metrics {
@@ -30,6 +61,9 @@ pub struct Metrics {
     pub(crate) connections_total: AtomicU64,
     pub(crate) requests: Vec<AtomicU64>,
     pub(crate) requests_other: AtomicU64,
+    /// Durations of requests forwarded to brokers, by API key (as `requests`).
+    pub(crate) durations: Vec<DurationHistogram>,
+    pub(crate) durations_other: DurationHistogram,
     pub(crate) request_bytes: AtomicU64,
     pub(crate) response_bytes: AtomicU64,
     pub(crate) rewritten_responses: AtomicU64,
@@ -62,6 +96,8 @@ impl Default for Metrics {
             connections_total: AtomicU64::new(0),
             requests: (0..API_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             requests_other: AtomicU64::new(0),
+            durations: (0..API_SLOTS).map(|_| DurationHistogram::default()).collect(),
+            durations_other: DurationHistogram::default(),
             request_bytes: AtomicU64::new(0),
             response_bytes: AtomicU64::new(0),
             rewritten_responses: AtomicU64::new(0),
@@ -97,6 +133,23 @@ impl Metrics {
             None => inc(&self.requests_other),
         }
         add(&self.request_bytes, bytes);
+    }
+
+    /// A request forwarded to a broker took `elapsed` from its forwarding to its response's last byte
+    /// written to the client (`None`: an API the proxy does not know).
+    pub(crate) fn observe_duration(&self, api_key: Option<ApiKey>, elapsed: Duration) {
+        match api_key.and_then(|k| self.durations.get(k as usize)) {
+            Some(h) => h.observe(elapsed),
+            None => self.durations_other.observe(elapsed),
+        }
+    }
+
+    /// Requests of `api_key` whose duration was recorded, and how many of them took at most
+    /// `bound_us` microseconds, a bucket bound (tests).
+    pub fn durations_of(&self, api_key: ApiKey, bound_us: u64) -> (u64, u64) {
+        let Some(h) = self.durations.get(api_key as usize) else { return (0, 0) };
+        let within = DURATION_BUCKETS_US.iter().take_while(|&&b| b <= bound_us).count();
+        (h.count(), h.buckets[..within].iter().map(|b| b.load(Ordering::Relaxed)).sum())
     }
 
     /// Total requests counted for `api_key` (tests).
@@ -191,6 +244,26 @@ impl Metrics {
             let _ = writeln!(out, "kafka_mirror_proxy_requests_total{{api=\"{name}\"}} {v}");
         }
         let _ = writeln!(out, "kafka_mirror_proxy_requests_total{{api=\"other\"}} {}", l(&self.requests_other));
+        let _ = writeln!(
+            out,
+            "# HELP kafka_mirror_proxy_request_duration_seconds Requests forwarded to brokers, from forwarding to the response's last byte written to the client (the broker's time included), by API.\n# TYPE kafka_mirror_proxy_request_duration_seconds histogram"
+        );
+        let named = self.durations.iter().enumerate().map(|(key, h)| {
+            (i16::try_from(key).ok().and_then(|k| ApiKey::try_from(k).ok()).map_or_else(|| key.to_string(), |k| format!("{k:?}")), h)
+        });
+        for (name, h) in named.chain(std::iter::once(("other".to_owned(), &self.durations_other))) {
+            if h.count() == 0 {
+                continue;
+            }
+            let mut cumulative = 0;
+            for (bound, bucket) in DURATION_BUCKETS_US.iter().zip(&h.buckets) {
+                cumulative += l(bucket);
+                let _ = writeln!(out, "kafka_mirror_proxy_request_duration_seconds_bucket{{api=\"{name}\",le=\"{}\"}} {cumulative}", *bound as f64 / 1e6);
+            }
+            let _ = writeln!(out, "kafka_mirror_proxy_request_duration_seconds_bucket{{api=\"{name}\",le=\"+Inf\"}} {}", h.count());
+            let _ = writeln!(out, "kafka_mirror_proxy_request_duration_seconds_sum{{api=\"{name}\"}} {}", l(&h.sum_us) as f64 / 1e6);
+            let _ = writeln!(out, "kafka_mirror_proxy_request_duration_seconds_count{{api=\"{name}\"}} {}", h.count());
+        }
         let _ = writeln!(out, "# HELP kafka_mirror_proxy_connections_active Client connections open.\n# TYPE kafka_mirror_proxy_connections_active gauge");
         let _ = writeln!(out, "kafka_mirror_proxy_connections_active {}", self.connections_active.load(Ordering::Relaxed));
         let _ = writeln!(out, "# HELP kafka_mirror_proxy_brokers Destination brokers with a listener.\n# TYPE kafka_mirror_proxy_brokers gauge");
@@ -282,5 +355,26 @@ mod tests {
         assert!(text.contains("kafka_mirror_proxy_requests_total{api=\"Metadata\"} 1"), "{text}");
         assert!(text.contains("kafka_mirror_proxy_requests_total{api=\"other\"} 1"), "{text}");
         assert!(text.contains("kafka_mirror_proxy_request_bytes_total 111"), "{text}");
+    }
+
+    #[test]
+    fn request_durations_render_as_cumulative_buckets() {
+        let m = Metrics::default();
+        assert!(!m.render().contains("request_duration_seconds_count"), "no series before a request");
+        for us in [100, 250, 251, 40_000, 31_000_000] {
+            m.observe_duration(Some(ApiKey::Produce), Duration::from_micros(us));
+        }
+        m.observe_duration(None, Duration::from_millis(3));
+        let text = m.render();
+        let bucket = |api: &str, le: &str| format!("kafka_mirror_proxy_request_duration_seconds_bucket{{api=\"{api}\",le=\"{le}\"}} ");
+        for (le, n) in [("0.00025", 2), ("0.0005", 3), ("0.025", 3), ("0.05", 4), ("30", 4), ("+Inf", 5)] {
+            assert!(text.contains(&format!("{}{n}\n", bucket("Produce", le))), "le={le}: {text}");
+        }
+        assert!(text.contains("kafka_mirror_proxy_request_duration_seconds_count{api=\"Produce\"} 5\n"), "{text}");
+        assert!(text.contains("kafka_mirror_proxy_request_duration_seconds_sum{api=\"Produce\"} 31.040601\n"), "{text}");
+        assert!(text.contains(&format!("{}1\n", bucket("other", "0.005"))), "{text}");
+        assert!(!text.contains("api=\"Fetch\",le"), "APIs without requests are left out");
+        assert_eq!(m.durations_of(ApiKey::Produce, 500), (5, 3));
+        assert_eq!(m.durations_of(ApiKey::Fetch, 500), (0, 0));
     }
 }

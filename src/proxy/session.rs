@@ -64,6 +64,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, trace, warn};
@@ -117,6 +118,8 @@ pub(crate) struct Expected {
     refusals: Option<Refusals>,
     /// The user a successful SaslAuthenticate authenticates.
     sasl_user: Option<String>,
+    /// When the request was forwarded (`kafka_mirror_proxy_request_duration_seconds`).
+    forwarded_at: Instant,
 }
 
 /// How the requests half ended.
@@ -484,7 +487,14 @@ fn forward(frame: Bytes, head: &RequestHead, api_key: Option<ApiKey>, refusals: 
 
 /// The broker's response to the forwarded request `head`, as the responses half will expect it.
 fn expect_response(head: &RequestHead, api_key: Option<ApiKey>, refusals: Option<Refusals>, sasl_user: Option<String>) -> Pending {
-    Pending::Upstream(Expected { correlation_id: head.correlation_id, api_key, api_version: head.api_version, refusals, sasl_user })
+    Pending::Upstream(Expected {
+        correlation_id: head.correlation_id,
+        api_key,
+        api_version: head.api_version,
+        refusals,
+        sasl_user,
+        forwarded_at: Instant::now(),
+    })
 }
 
 /// Produce, DeleteRecords, CreatePartitions, AlterConfigs, IncrementalAlterConfigs: the write policy.
@@ -591,6 +601,8 @@ where
     let mut pipe: Option<std::io::Result<Pipe>> = None;
     let both_tcp = upstream_rx.get_ref().tcp().is_some() && client_tx.tcp().is_some();
     while let Some(p) = pending.recv().await {
+        // Requests forwarded to a broker: (API, when forwarded), for their duration.
+        let mut timed = None;
         let out = match p {
             Pending::Local(frame) => frame,
             Pending::Mirror(MirrorCall { correlation_id, task }) => {
@@ -602,6 +614,7 @@ where
                 }
             }
             Pending::Upstream(expected) => {
+                timed = Some((expected.api_key, expected.forwarded_at));
                 if streamable(&expected) {
                     let addr = || upstream_addr.to_owned();
                     let len = stream::peek_frame_len(&mut upstream_rx)
@@ -624,6 +637,7 @@ where
                             inc(&shared.metrics.streamed_endpoints_dropped);
                             debug!(correlation_id = expected.correlation_id, "leader endpoints left out of a streamed Fetch response: they did not fit in the broker's bytes");
                         }
+                        shared.metrics.observe_duration(expected.api_key, expected.forwarded_at.elapsed());
                         continue;
                     }
                 }
@@ -659,6 +673,9 @@ where
         };
         add(&shared.metrics.response_bytes, out.len() + 4);
         write_frame(&mut client_tx, out).await.map_err(SessionError::ClientWrite)?;
+        if let Some((api_key, at)) = timed {
+            shared.metrics.observe_duration(api_key, at.elapsed());
+        }
     }
     Ok(())
 }

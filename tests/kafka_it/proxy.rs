@@ -456,6 +456,12 @@ async fn large_produce_requests_are_streamed_and_land_exactly() {
     let metrics = p.proxy.metrics();
     assert!(metrics.streamed_requests() > streamed, "no Produce request was streamed");
     assert!(metrics.spliced_bytes() > spliced + 1_000_000, "records were not spliced: {}", metrics.spliced_bytes() - spliced);
+    // Every Produce request, streamed or not, has its duration recorded once its response is written.
+    let start = Instant::now();
+    while metrics.durations_of(ApiKey::Produce, u64::MAX).0 != metrics.requests_of(ApiKey::Produce) {
+        assert!(start.elapsed() < Duration::from_secs(10), "durations {:?} of {} Produce requests", metrics.durations_of(ApiKey::Produce, u64::MAX), metrics.requests_of(ApiKey::Produce));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let strip = |records: Vec<ConsumedRecord>| records.into_iter().map(|r| (r.partition, r.offset, r.key, r.value, r.headers)).collect::<Vec<_>>();
     let through = strip(read_topic(direct.clone(), via.clone(), ConsumeOptions::default(), false).await.expect("read what went through"));
     let expected = strip(read_topic(direct.clone(), twin.clone(), ConsumeOptions::default(), false).await.expect("read the twin"));
@@ -866,6 +872,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
     .await;
     let metrics = health("/metrics").expect("metrics");
     assert!(metrics.contains("kafka_mirror_proxy_requests_total{api=\"Produce\"}"), "{metrics}");
+    assert!(metrics.contains("kafka_mirror_proxy_request_duration_seconds_count{api=\"Produce\"}"), "{metrics}");
 
     // An idle client connection stays open during the drain and is closed by it.
     let idle = connect(&bootstrap).await;
