@@ -48,7 +48,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchlib import LIBS, ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, pin_prefixes, run, stop_all, wait_healthy
+from benchlib import (LIBS, ROOT, TARGET, VERSION, cpu_seconds, duration_quantile, free_port, logger, pin_prefixes, request_durations, run,
+                      stop_all, wait_healthy)
 
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
 # With --pin-proxy-cpu: `taskset -c CPUS` for the broker and the client JVMs (every CPU but the proxy's).
@@ -170,6 +171,7 @@ def main():
                                  cwd=ROOT)
         started.append(proxy)
         wait_healthy(f"http://127.0.0.1:{metrics}/health")
+        metrics_url = f"http://127.0.0.1:{metrics}/metrics"
         via = f"127.0.0.1:{port}"
         tag = str(int(time.time()))
         log("warm-up: 50000 records each way (not measured)")
@@ -205,7 +207,14 @@ def main():
                 create_topic(bootstrap, topic, args.partitions)
                 log(f"round {r + 1}, {name}: end-to-end latency at {rate} records/s for {args.latency_seconds} s")
                 cpu0 = cpu_seconds(proxy.pid)
+                durations0 = request_durations(metrics_url)
                 lat_result = latency(target, topic, rate, args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE)
+                if name == "proxy":
+                    # The proxy's own view of the same run: each Produce request's time from its
+                    # forwarding to its response written (broker included), as a bucket bound.
+                    durations1 = request_durations(metrics_url)
+                    for q, key in [(0.5, "proxy_produce_p50_ms"), (0.99, "proxy_produce_p99_ms")]:
+                        lat_result[key] = duration_quantile(durations0, durations1, "Produce", q)
                 lat_result["cpu_ms_per_mb"] = (cpu_seconds(proxy.pid) - cpu0) * 1000 / (lat_result["sent"] * args.record_size * 2 / 1e6)
                 rounds[name][r]["latency"] = lat_result
                 log(f"round {r + 1}, {name}: end-to-end latency at {args.low_rate} records/s for {args.latency_seconds} s")
@@ -253,13 +262,15 @@ def main():
     # The rounds pair a direct and a proxy run minutes apart; the difference within a round is less
     # exposed to the machine's drift than the difference of the two medians.
     per_round = ["", f"Per round, end-to-end latency at {rate} records/s (ms):", "",
-                 "| round | direct p50 / p99 | proxy p50 / p99 | p99 added by the proxy |", "|---|---|---|---|"]
+                 "| round | direct p50 / p99 | proxy p50 / p99 | p99 added by the proxy | Produce requests in the proxy, p50 / p99 (bucket bounds) |",
+                 "|---|---|---|---|---|"]
     added = []
     for i, (dr, xr) in enumerate(zip(results["rounds"]["direct"], results["rounds"]["proxy"])):
         dl, xl = dr["latency"], xr["latency"]
         added.append((xl["e2e_p99_us"] - dl["e2e_p99_us"]) / 1000)
         per_round.append(f"| {i + 1} | {dl['e2e_p50_us'] / 1000:.2f} / {dl['e2e_p99_us'] / 1000:.2f} | "
-                         f"{xl['e2e_p50_us'] / 1000:.2f} / {xl['e2e_p99_us'] / 1000:.2f} | {added[-1]:+.2f} |")
+                         f"{xl['e2e_p50_us'] / 1000:.2f} / {xl['e2e_p99_us'] / 1000:.2f} | {added[-1]:+.2f} | "
+                         f"<= {xl.get('proxy_produce_p50_ms')} / <= {xl.get('proxy_produce_p99_ms')} ms |")
     per_round += ["", f"Median p99 added by the proxy, paired by round: {statistics.median(added):+.2f} ms"]
     text = "\n".join(table + per_round) + "\n"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

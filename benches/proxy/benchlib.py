@@ -3,6 +3,7 @@ repository, cargo's target directory, the Kafka jars the test harness provisions
 and socket helpers."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -79,3 +80,26 @@ def wait_healthy(url, deadline=60, poll=0.2):
             pass
         time.sleep(poll)
     raise SystemExit(f"the proxy did not become healthy at {url}")
+
+
+DURATION = re.compile(r'^kafka_mirror_proxy_request_duration_seconds_bucket\{api="([^"]+)",le="([^"]+)"\} (\d+)$')
+
+
+def request_durations(metrics_url):
+    """The proxy's request-duration histogram buckets: {(api, le): cumulative count}."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as r:
+        text = r.read().decode()
+    return {(m[1], m[2]): int(m[3]) for m in map(DURATION.match, text.splitlines()) if m}
+
+
+def duration_quantile(before, after, api, q):
+    """From two scrapes of request_durations: the upper bound, in ms, of the bucket holding the q
+    quantile of the `api` requests timed in between (None if there were none)."""
+    delta = [(le, after.get((a, le), 0) - before.get((a, le), 0)) for (a, le) in after if a == api]
+    total = dict(delta).get("+Inf", 0)
+    if not total:
+        return None
+    for le, n in sorted(delta, key=lambda x: float(x[0])):
+        if n >= q * total:
+            return float(le) * 1000
+    return None
