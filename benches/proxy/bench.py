@@ -16,7 +16,8 @@ and through kafka-mirror-proxy (release build), side by side.
    (producer and consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy,
    with the producer settings of the throughput run (linger.ms=5, batch.size=64 KiB), so the rate is
    half of what that configuration sustains; the p99 the proxy adds is also given per round and as
-   the median of those pairs. A second latency run at --low-rate (default 2000 records/s) with
+   the median of those pairs, next to the proxy's own p50 / p99 of that run's Produce requests (from
+   its kafka_mirror_proxy_request_duration_seconds histogram, scraped before and after). A second latency run at --low-rate (default 2000 records/s) with
    linger.ms=0 (one record per request) shows the proxy's own added latency per request below
    saturation.
 4. Proxy CPU per MB: the proxy process's user+system CPU time (/proc/PID/stat) over each proxied
