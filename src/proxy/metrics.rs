@@ -118,6 +118,11 @@ impl Default for Metrics {
     }
 }
 
+/// The `api` label of a per-API slot: the API's name, or its number if it has none.
+fn api_label(slot: usize) -> String {
+    i16::try_from(slot).ok().and_then(|k| ApiKey::try_from(k).ok()).map_or_else(|| slot.to_string(), |k| format!("{k:?}"))
+}
+
 pub(crate) fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
@@ -240,7 +245,7 @@ impl Metrics {
             if v == 0 {
                 continue;
             }
-            let name = i16::try_from(key).ok().and_then(|k| ApiKey::try_from(k).ok()).map_or_else(|| key.to_string(), |k| format!("{k:?}"));
+            let name = api_label(key);
             let _ = writeln!(out, "kafka_mirror_proxy_requests_total{{api=\"{name}\"}} {v}");
         }
         let _ = writeln!(out, "kafka_mirror_proxy_requests_total{{api=\"other\"}} {}", l(&self.requests_other));
@@ -248,9 +253,7 @@ impl Metrics {
             out,
             "# HELP kafka_mirror_proxy_request_duration_seconds Requests forwarded to brokers, from forwarding to the response's last byte written to the client (the broker's time included), by API.\n# TYPE kafka_mirror_proxy_request_duration_seconds histogram"
         );
-        let named = self.durations.iter().enumerate().map(|(key, h)| {
-            (i16::try_from(key).ok().and_then(|k| ApiKey::try_from(k).ok()).map_or_else(|| key.to_string(), |k| format!("{k:?}")), h)
-        });
+        let named = self.durations.iter().enumerate().map(|(key, h)| (api_label(key), h));
         for (name, h) in named.chain(std::iter::once(("other".to_owned(), &self.durations_other))) {
             if h.count() == 0 {
                 continue;

@@ -100,12 +100,7 @@ async fn transactions_replay_with_write_txn_markers() {
     let record = |i: usize| -> ProduceLine { ProducerRecord::to(0).key(format!("k{i}")).value(format!("v{i}")).header("n", i.to_string()).into() };
     let txn = JavaProduceOptions { transactional_id: Some(unique_name("txn-src")), ..Default::default() };
     let plain = JavaProduceOptions { idempotent: true, ..Default::default() };
-    let mut lines = vec![ProduceLine::Begin];
-    lines.extend((0..3).map(record));
-    lines.push(ProduceLine::Commit);
-    lines.push(ProduceLine::Begin);
-    lines.extend((3..5).map(record));
-    lines.push(ProduceLine::Abort);
+    let lines = ProduceLine::commit_then_abort((0..3).map(record), (3..5).map(record));
     java.produce(&src.bootstrap(), &topic, &txn, &lines).unwrap();
     java.produce(&src.bootstrap(), &topic, &plain, &(5..7).map(record).collect::<Vec<_>>()).unwrap();
     let mut lines = vec![ProduceLine::Begin];

@@ -335,12 +335,7 @@ async fn java_and_librdkafka_clients_read_and_write_exact_records_through_the_pr
     };
     assert_eq!(acks.len(), 60);
     let txn = JavaProduceOptions { transactional_id: Some(unique_name("txn")), ..Default::default() };
-    let mut txn_lines = vec![ProduceLine::Begin];
-    txn_lines.extend(records(9, 3, "committed"));
-    txn_lines.push(ProduceLine::Commit);
-    txn_lines.push(ProduceLine::Begin);
-    txn_lines.extend(records(6, 3, "aborted"));
-    txn_lines.push(ProduceLine::Abort);
+    let txn_lines = ProduceLine::commit_then_abort(records(9, 3, "committed"), records(6, 3, "aborted"));
     {
         let (proxy, topic) = (proxy.clone(), topic.clone());
         blocking(move || java.produce(&proxy, &topic, &txn, &txn_lines)).await.expect("transactional produce");
@@ -389,12 +384,7 @@ async fn large_fetch_responses_are_streamed_and_read_exactly() {
     let java = java_client();
     let (d, t) = (direct.clone(), topic.clone());
     blocking(move || java.create_topic(&d, &t, 3, 1, &[])).await.expect("create topic");
-    let mut lines = vec![ProduceLine::Begin];
-    lines.extend(large_records(1500, 3, "first"));
-    lines.push(ProduceLine::Commit);
-    lines.push(ProduceLine::Begin);
-    lines.extend(large_records(300, 3, "aborted"));
-    lines.push(ProduceLine::Abort);
+    let mut lines = ProduceLine::commit_then_abort(large_records(1500, 3, "first"), large_records(300, 3, "aborted"));
     lines.push(ProduceLine::Begin);
     lines.extend(large_records(300, 3, "committed"));
     lines.push(ProduceLine::Commit);
@@ -438,12 +428,7 @@ async fn large_produce_requests_are_streamed_and_land_exactly() {
         batch_size: Some(256 * 1024),
         ..Default::default()
     };
-    let mut txn = vec![ProduceLine::Begin];
-    txn.extend(large_records(600, 3, "committed"));
-    txn.push(ProduceLine::Commit);
-    txn.push(ProduceLine::Begin);
-    txn.extend(large_records(300, 3, "aborted"));
-    txn.push(ProduceLine::Abort);
+    let txn = ProduceLine::commit_then_abort(large_records(600, 3, "committed"), large_records(300, 3, "aborted"));
     let (streamed, spliced) = (p.proxy.metrics().streamed_requests(), p.proxy.metrics().spliced_bytes());
     for (bootstrap, topic) in [(proxy.clone(), via.clone()), (direct.clone(), twin.clone())] {
         let (txn, idempotent, transactional) = (txn.clone(), big(None), big(Some(unique_name("big-txn"))));

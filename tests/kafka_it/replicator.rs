@@ -174,11 +174,8 @@ async fn mirrors_from_a_kafka_3_9_source() {
     let topic = unique_name("from39");
     java39.create_topic(&src.bootstrap(), &topic, 2, 1, &[]).unwrap();
     let txn = JavaProduceOptions { transactional_id: Some(unique_name("t39")), compression: Compression::Zstd, ..Default::default() };
-    let mut lines = vec![ProduceLine::Begin];
-    lines.extend((0..6).map(|i| ProduceLine::from(record((i % 2) as i32, i, "old"))));
-    lines.extend([ProduceLine::Commit, ProduceLine::Begin]);
-    lines.extend((6..9).map(|i| ProduceLine::from(record((i % 2) as i32, i, "old"))));
-    lines.push(ProduceLine::Abort);
+    let old = |i: usize| ProduceLine::from(record((i % 2) as i32, i, "old"));
+    let lines = ProduceLine::commit_then_abort((0..6).map(old), (6..9).map(old));
     java39.produce(&src.bootstrap(), &topic, &txn, &lines).unwrap();
     let replicator = start(&src, dst, std::slice::from_ref(&topic), IsolationLevel::ReadCommitted).await;
     let src_client = client(&src.bootstrap()).await;

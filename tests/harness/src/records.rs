@@ -175,6 +175,16 @@ impl From<ProducerRecord> for ProduceLine {
 }
 
 impl ProduceLine {
+    /// Two transactions: one with `committed`, which commits, then one with `aborted`, which aborts.
+    pub fn commit_then_abort(committed: impl IntoIterator<Item = ProduceLine>, aborted: impl IntoIterator<Item = ProduceLine>) -> Vec<ProduceLine> {
+        let mut lines = vec![ProduceLine::Begin];
+        lines.extend(committed);
+        lines.extend([ProduceLine::Commit, ProduceLine::Begin]);
+        lines.extend(aborted);
+        lines.push(ProduceLine::Abort);
+        lines
+    }
+
     pub(crate) fn to_json(&self) -> Value {
         match self {
             ProduceLine::Record(r) => r.to_json(),

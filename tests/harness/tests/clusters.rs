@@ -120,12 +120,7 @@ fn kafka_3_9_cluster_with_transactions() {
         .create_topic(&bootstrap, &topic, 1, 1, &[])
         .expect("create topic");
 
-    let mut lines = vec![ProduceLine::Begin];
-    lines.extend(records(1, "committed-a"));
-    lines.extend(records(1, "committed-b"));
-    lines.extend([ProduceLine::Commit, ProduceLine::Begin]);
-    lines.extend(records(1, "aborted"));
-    lines.push(ProduceLine::Abort);
+    let lines = ProduceLine::commit_then_abort(records(1, "committed-a").into_iter().chain(records(1, "committed-b")), records(1, "aborted"));
     let opts = ProduceOptions {
         transactional_id: Some(unique_name("txn")),
         ..Default::default()
