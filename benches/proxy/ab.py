@@ -20,7 +20,8 @@ CPU (user + system) each proxy spent on its run:
   bench.py).
 
 With --latency-trials N, N trials of benches/proxy/ProxyLatency.java at --latency-rate records/s
-(linger.ms=5, 64 KiB batches) on each path follow. With --pin-proxy-cpu CPU, both proxies run on that
+(linger.ms=5, 64 KiB batches) on each path follow, with each proxy's CPU per MB it moved (in + out) in
+its trial. With --pin-proxy-cpu CPU, both proxies run on that
 CPU and the broker and clients on the others (taskset). Everything shares this machine's cores: run
 it on a quiet machine. (Named fetch_ab.py, with only the fetch load, until 2026-12-03.)
 """
@@ -71,7 +72,7 @@ def latency(bootstrap, topic, rate):
                       "--duration-s", "20", "--warmup-s", "5", "--record-size", "1024", "--linger-ms", "5", "--batch-size", "65536"],
               timeout=300)
     d = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
-    return {k: d[k] / 1000 for k in ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us")}
+    return {**{k: d[k] / 1000 for k in ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us")}, "sent_all": d["sent_all"]}
 
 
 def main():
@@ -142,8 +143,12 @@ def main():
             order = list(paths) if t % 2 == 0 else list(reversed(paths))
             cells = []
             for name in order:
-                lat = latency(paths[name][0], f"ab-lat-{name}-{t}-{int(time.time())}", args.latency_rate)
-                cells.append(f"{name} p50 {lat['e2e_p50_us']:.2f} p99 {lat['e2e_p99_us']:.2f} p99.9 {lat['e2e_p999_us']:.2f} ms")
+                addr, pid = paths[name]
+                cpu0 = cpu_seconds(pid) if pid else 0
+                lat = latency(addr, f"ab-lat-{name}-{t}-{int(time.time())}", args.latency_rate)
+                # The proxy's CPU over the whole trial per MB it moved in and out (warm-up included in both).
+                cpu = f", proxy CPU {(cpu_seconds(pid) - cpu0) * 1000 / (lat['sent_all'] * 1024 * 2 / 1e6):.2f} ms/MB" if pid else ""
+                cells.append(f"{name} p50 {lat['e2e_p50_us']:.2f} p99 {lat['e2e_p99_us']:.2f} p99.9 {lat['e2e_p999_us']:.2f} ms{cpu}")
             print(f"latency trial {t + 1} at {args.latency_rate}/s | " + " | ".join(cells), flush=True)
     finally:
         stop_all(started)

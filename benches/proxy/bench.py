@@ -12,10 +12,13 @@ and through kafka-mirror-proxy (release build), side by side.
    fetch phase after the group join, which ConsumerPerformance reports apart).
    A warm-up run each way comes first; then --rounds rounds alternate which path goes first, and the
    table shows medians (every round is in the JSON below it).
-3. End-to-end latency at half of the direct maximum producer rate: benches/proxy/ProxyLatency.java
-   (producer and consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy,
-   with the producer settings of the throughput run (linger.ms=5, batch.size=64 KiB), so the rate is
-   half of what that configuration sustains; the p99 the proxy adds is also given per round and as
+3. End-to-end latency at half of the direct maximum: benches/proxy/ProxyLatency.java (producer and
+   consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy, with the producer
+   settings of the throughput run (linger.ms=5, batch.size=64 KiB). The maximum is that of this same
+   load, measured directly in every round just before that round's two latency runs, with the tool
+   unpaced (--latency-basis e2e, the default): this machine's speed drifts up to 2x within minutes,
+   so the producer's maximum from the throughput phase (--latency-basis producer, the earlier
+   method) can be stale by the time the latency runs start. The p99 the proxy adds is also given per round and as
    the median of those pairs, next to the proxy's own p50 / p99 of that run's Produce requests (from
    its kafka_mirror_proxy_request_duration_seconds histogram, scraped before and after). A second latency run at --low-rate (default 2000 records/s) with
    linger.ms=0 (one record per request) shows the proxy's own added latency per request below
@@ -137,6 +140,10 @@ def main():
     ap.add_argument("--low-rate", type=int, default=2000, help="a second latency run at this rate (records/s), below saturation")
     ap.add_argument("--rounds", type=int, default=2, help="measurements per path, alternating which goes first; medians reported")
     ap.add_argument("--out", default=str(ROOT / "target/bench/proxy.md"))
+    ap.add_argument("--latency-basis", choices=["e2e", "producer"], default="e2e",
+                    help="the maximum whose half the latency run uses: of the end-to-end load itself (producer and "
+                         "consumer at once, measured directly with the latency tool unpaced), or of the producer alone "
+                         "(ProducerPerformance; the latency run's consumer then competes for the same cores)")
     ap.add_argument("--pin-proxy-cpu", type=int, metavar="CPU",
                     help="run the proxy on this CPU alone and the broker and clients on the others (taskset), "
                          "in both paths: the proxy then has a core of its own, as on a host of its own")
@@ -198,12 +205,30 @@ def main():
                 rounds[name].append({"produce": p, "consume": c, "cpu_produce_ms_per_mb": (cpu1 - cpu0) * 1000 / mb,
                                      "cpu_consume_ms_per_mb": (cpu2 - cpu1) * 1000 / mb})
         direct_rps = statistics.median(x["produce"]["rps"] for x in rounds["direct"])
-        rate = int(direct_rps / 2)
+        # With --latency-basis e2e, every round first measures the end-to-end load's own maximum
+        # directly (the latency tool unpaced: asked for ten times the producer's maximum, it sends as
+        # fast as the producer's buffer drains) and runs both paths at half of it right after: this
+        # machine's speed drifts within minutes, so a maximum measured in the throughput phase would
+        # be stale by then.
+        rates = []
         for r in range(args.rounds):
+            if args.latency_basis == "e2e":
+                topic = f"bench-e2e-max-{tag}-{r}"
+                create_topic(bootstrap, topic, args.partitions)
+                log(f"round {r + 1}, direct: end-to-end maximum (unpaced latency tool, {args.latency_seconds} s)")
+                m = latency(bootstrap, topic, int(direct_rps * 10), args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS,
+                            THROUGHPUT_BATCH_SIZE)
+                # Records the consumer had not read within the tool's grace period do not count.
+                rounds["direct"][r]["e2e_max_rps"] = m["rate_achieved"] * min(1.0, m["received"] / max(1, m["sent"]))
+                rate = int(rounds["direct"][r]["e2e_max_rps"] / 2)
+            else:
+                rate = int(direct_rps / 2)
+            rates.append(rate)
             order = [("direct", bootstrap), ("proxy", via)]
             if r % 2:
                 order.reverse()
             for name, target in order:
+                rounds[name][r]["latency_rate"] = rate
                 topic = f"bench-latency-{name}-{tag}-{r}"
                 create_topic(bootstrap, topic, args.partitions)
                 log(f"round {r + 1}, {name}: end-to-end latency at {rate} records/s for {args.latency_seconds} s")
@@ -216,7 +241,8 @@ def main():
                     durations1 = request_durations(metrics_url)
                     for q, key in [(0.5, "proxy_produce_p50_ms"), (0.99, "proxy_produce_p99_ms")]:
                         lat_result[key] = duration_quantile(durations0, durations1, "Produce", q)
-                lat_result["cpu_ms_per_mb"] = (cpu_seconds(proxy.pid) - cpu0) * 1000 / (lat_result["sent"] * args.record_size * 2 / 1e6)
+                # The CPU covers the tool's warm-up too, so the megabytes do as well (sent_all).
+                lat_result["cpu_ms_per_mb"] = (cpu_seconds(proxy.pid) - cpu0) * 1000 / (lat_result["sent_all"] * args.record_size * 2 / 1e6)
                 rounds[name][r]["latency"] = lat_result
                 log(f"round {r + 1}, {name}: end-to-end latency at {args.low_rate} records/s for {args.latency_seconds} s")
                 topic = f"bench-latency-low-{name}-{tag}-{r}"
@@ -228,6 +254,8 @@ def main():
         stop_all(started)
 
     d, x = results["direct"], results["proxy"]
+    basis = "half the direct end-to-end max" if args.latency_basis == "e2e" else "half the direct producer max"
+    rate_text = str(rates[0]) if len(set(rates)) == 1 else f"{min(rates)} to {max(rates)}"
     x["cpu_latency_ms_per_mb"] = x["latency"]["cpu_ms_per_mb"]
     ratio = lambda a, b: f"{b / a:.3f}" if a else "n/a"
     lat = lambda r, k: f"{r['latency'][k] / 1000:.2f}"
@@ -241,7 +269,8 @@ def main():
         ("consumer throughput, MB/s", f"{d['consume']['mbps']:.1f}", f"{x['consume']['mbps']:.1f}", ratio(d['consume']['mbps'], x['consume']['mbps'])),
         ("consumer throughput after the group join (fetch phase), MB/s", f"{d['consume']['fetch_mbps']:.1f}", f"{x['consume']['fetch_mbps']:.1f}",
          ratio(d['consume']['fetch_mbps'], x['consume']['fetch_mbps'])),
-        (f"end-to-end latency at {rate} records/s (half the direct max, linger.ms={THROUGHPUT_LINGER_MS}): p50, ms", lat(d, "e2e_p50_us"), lat(x, "e2e_p50_us"), ""),
+        *([("direct end-to-end maximum (unpaced latency tool), records/s", f"{d['e2e_max_rps']:.0f}", "", "")] if "e2e_max_rps" in d else []),
+        (f"end-to-end latency at {basis} ({rate_text} records/s, linger.ms={THROUGHPUT_LINGER_MS}): p50, ms", lat(d, "e2e_p50_us"), lat(x, "e2e_p50_us"), ""),
         ("end-to-end latency p99, ms", lat(d, "e2e_p99_us"), lat(x, "e2e_p99_us"), f"{(x['latency']['e2e_p99_us'] - d['latency']['e2e_p99_us']) / 1000:+.2f} ms"),
         ("end-to-end latency p99.9, ms", lat(d, "e2e_p999_us"), lat(x, "e2e_p999_us"), ""),
         ("produce ack latency at that rate p50 / p99 / p99.9, ms",
@@ -262,14 +291,14 @@ def main():
     table += [f"| {a} | {b} | {c} | {r} |" for a, b, c, r in rows]
     # The rounds pair a direct and a proxy run minutes apart; the difference within a round is less
     # exposed to the machine's drift than the difference of the two medians.
-    per_round = ["", f"Per round, end-to-end latency at {rate} records/s (ms):", "",
-                 "| round | direct p50 / p99 | proxy p50 / p99 | p99 added by the proxy | Produce requests in the proxy, p50 / p99 (bucket bounds) |",
-                 "|---|---|---|---|---|"]
+    per_round = ["", f"Per round, end-to-end latency at {basis} (ms):", "",
+                 "| round | rate, records/s | direct p50 / p99 | proxy p50 / p99 | p99 added by the proxy | Produce requests in the proxy, p50 / p99 (bucket bounds) |",
+                 "|---|---|---|---|---|---|"]
     added = []
     for i, (dr, xr) in enumerate(zip(results["rounds"]["direct"], results["rounds"]["proxy"])):
         dl, xl = dr["latency"], xr["latency"]
         added.append((xl["e2e_p99_us"] - dl["e2e_p99_us"]) / 1000)
-        per_round.append(f"| {i + 1} | {dl['e2e_p50_us'] / 1000:.2f} / {dl['e2e_p99_us'] / 1000:.2f} | "
+        per_round.append(f"| {i + 1} | {dr['latency_rate']} | {dl['e2e_p50_us'] / 1000:.2f} / {dl['e2e_p99_us'] / 1000:.2f} | "
                          f"{xl['e2e_p50_us'] / 1000:.2f} / {xl['e2e_p99_us'] / 1000:.2f} | {added[-1]:+.2f} | "
                          f"<= {xl.get('proxy_produce_p50_ms')} / <= {xl.get('proxy_produce_p99_ms')} ms |")
     per_round += ["", f"Median p99 added by the proxy, paired by round: {statistics.median(added):+.2f} ms"]
