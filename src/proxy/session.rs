@@ -29,7 +29,7 @@
 //!   responses:  wait c1's task ─► c1 ─► broker's c2 ─► broker's c3   (buffered by the socket meanwhile)
 //! ```
 //!
-//! Fetch responses of 1 MiB and more are not read whole: the responses half forwards them as their
+//! Fetch responses of 64 KiB and more are not read whole: the responses half forwards them as their
 //! bytes arrive ([`super::stream`]), so a connection never holds a whole large response. Likewise a
 //! Produce request of 64 KiB and more that writes to one topic the write policy allows whole: the
 //! requests half reads its head, decides, and forwards the rest as it arrives (spliced on plain TCP).

@@ -363,7 +363,7 @@ async fn java_and_librdkafka_clients_read_and_write_exact_records_through_the_pr
 }
 
 /// `n` records of about 2 KB each over `partitions`: Fetch responses of them are large enough to be
-/// streamed (1 MiB and more).
+/// streamed (64 KiB and more).
 fn large_records(n: usize, partitions: i32, tag: &str) -> Vec<ProduceLine> {
     (0..n)
         .map(|i| {
@@ -1457,7 +1457,7 @@ async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
     is_proxy_leader(n.node_id.0, n.host.as_str(), n.port);
     assert!(p.proxy.metrics().requests_of(ApiKey::ShareFetch) >= 1);
 
-    // The same in a response large enough to be streamed (1 MiB and more, `stream.rs`): 1.5 MB from a
+    // The same in a response large enough to be streamed (64 KiB and more, `stream.rs`): 1.5 MB from a
     // partition the other broker leads, fetched together with the partition it does not lead. The
     // endpoint is rewritten within the broker's bytes when the proxy's fits there, else left out.
     let big = unique_name("proxy-kip951-big");
