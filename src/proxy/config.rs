@@ -1096,13 +1096,11 @@ mod tests {
         assert!(err.to_string().contains("cert"), "{err}");
     }
 
-    /// Writes `text` to a fresh file and returns its path.
-    fn temp_file(name: &str, text: &str) -> String {
-        let dir = std::env::temp_dir().join(format!("kmp-config-test-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+    /// Writes `text` to a fresh file named `…name`, removed when the returned path drops.
+    fn temp_file(name: &str, text: &str) -> tempfile::TempPath {
+        let path = tempfile::Builder::new().prefix("kmp-config-test-").suffix(name).tempfile().unwrap().into_temp_path();
         std::fs::write(&path, text).unwrap();
-        path.display().to_string()
+        path
     }
 
     #[test]
@@ -1110,7 +1108,7 @@ mod tests {
         let password = temp_file("password", "pa55-Word\n");
         let yaml = MINIMAL.replace(
             "destination:\n",
-            &format!("destination:\n  sasl: {{mechanism: SCRAM-SHA-512, username: kmp, password_file: {password}}}\n"),
+            &format!("destination:\n  sasl: {{mechanism: SCRAM-SHA-512, username: kmp, password_file: {}}}\n", password.display()),
         );
         let s = load(&yaml, &[]).unwrap();
         assert_eq!(s.destination_security.protocol, SecurityProtocol::SaslPlaintext);
@@ -1141,7 +1139,7 @@ mod tests {
         }
         // A CA file that is not PEM.
         let not_pem = temp_file("ca.pem", "not a certificate\n");
-        let yaml = MINIMAL.replace("destination:\n", &format!("destination:\n  tls: {{ca_file: {not_pem}}}\n"));
+        let yaml = MINIMAL.replace("destination:\n", &format!("destination:\n  tls: {{ca_file: {}}}\n", not_pem.display()));
         let err = load(&yaml, &[]).unwrap_err();
         assert_eq!(err.problems()[0].key, "destination.tls.ca_file", "{err}");
         // Unknown keys under destination.tls are named too.

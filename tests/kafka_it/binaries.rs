@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use kafka_harness::unique_name;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -13,6 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub struct ProxyProcess {
     child: Option<Child>,
     config: PathBuf,
+    /// Holds `config`; removed when the process is dropped.
+    _dir: tempfile::TempDir,
     /// The bootstrap address clients use.
     pub bootstrap: String,
     /// The `/metrics` address.
@@ -28,14 +29,13 @@ impl ProxyProcess {
     /// is extra YAML under `mirrors:` (indented two spaces per line).
     pub fn start(destination: &str, state_topic: &str, mirrors: &str) -> Self {
         let (port, metrics) = (free_port(), free_port());
-        let dir = std::env::temp_dir().join(unique_name("kmp-proxy"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("proxy.yaml");
+        let dir = tempfile::Builder::new().prefix("kmp-proxy-").tempdir().unwrap();
+        let config = dir.path().join("proxy.yaml");
         let yaml = format!(
             "proxy:\n  listen: \"127.0.0.1:{port}\"\n  advertised_host: \"127.0.0.1\"\n  broker_port_base: 0\ndestination:\n  bootstrap_servers: \"{destination}\"\nadmin:\n  metrics_listen: \"127.0.0.1:{metrics}\"\nmirrors:\n  state_topic: \"{state_topic}\"\n{mirrors}"
         );
         std::fs::write(&config, yaml).unwrap();
-        let mut process = Self { child: None, config, bootstrap: format!("127.0.0.1:{port}"), metrics: format!("127.0.0.1:{metrics}") };
+        let mut process = Self { child: None, config, _dir: dir, bootstrap: format!("127.0.0.1:{port}"), metrics: format!("127.0.0.1:{metrics}") };
         process.restart();
         process
     }
@@ -107,9 +107,22 @@ pub async fn describe(proxy: &str, mirror: &str) -> Option<Vec<Value>> {
     }
 }
 
+/// A properties file for `--mirror-config`, removed when dropped; it derefs to its path.
+pub struct PropertiesFile {
+    path: String,
+    _file: tempfile::TempPath,
+}
+
+impl std::ops::Deref for PropertiesFile {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.path
+    }
+}
+
 /// A properties file with `content`, for `--mirror-config`.
-pub fn properties_file(content: &str) -> String {
-    let path = std::env::temp_dir().join(format!("{}.properties", unique_name("mirror")));
-    std::fs::write(&path, content).unwrap();
-    path.to_string_lossy().into_owned()
+pub fn properties_file(content: &str) -> PropertiesFile {
+    let file = tempfile::Builder::new().prefix("kmp-mirror-").suffix(".properties").tempfile().unwrap().into_temp_path();
+    std::fs::write(&file, content).unwrap();
+    PropertiesFile { path: file.to_string_lossy().into_owned(), _file: file }
 }

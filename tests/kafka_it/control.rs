@@ -11,6 +11,7 @@ use kafka_mirror_proxy::client::{IsolationLevel, OffsetSpec};
 use kafka_mirror_proxy::mirror::{MirrorManager, MirrorManagerConfig, PartitionState};
 use serde_json::Value;
 
+use crate::binaries::properties_file;
 use crate::common::{client, poll_until};
 
 /// How long a test waits for mirroring to catch up.
@@ -71,12 +72,6 @@ async fn cli_err(args: &[&str], expected: &str) {
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 1, "one error line expected: {err}");
     assert!(lines[0].starts_with("Error: ") && lines[0].contains(expected), "{args:?}: `{err}` lacks `{expected}`");
-}
-
-fn properties_file(content: &str) -> String {
-    let path = std::env::temp_dir().join(format!("{}.properties", unique_name("mirror")));
-    std::fs::write(&path, content).unwrap();
-    path.to_string_lossy().into_owned()
 }
 
 /// `--describe --json` rows of `mirror`.

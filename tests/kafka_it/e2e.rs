@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kafka_harness::{ConsumeOptions, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client, source, unique_name};
 
-use crate::binaries::{ProxyProcess, cli, describe};
+use crate::binaries::{ProxyProcess, cli, describe, properties_file};
 use crate::common::poll_until;
 
 /// Create, add by regex, MIRRORING with lag 0, produce through the proxy refused, remove (writable),
@@ -22,11 +22,10 @@ async fn mirror_lifecycle_through_the_proxy_binary_and_the_cli() {
     java.produce(&src.bootstrap(), &topic, &JavaProduceOptions { idempotent: true, ..Default::default() }, &lines).unwrap();
 
     // The proxy answers once its control plane has loaded the state topic.
-    let config = std::env::temp_dir().join(format!("{}.properties", unique_name("mirror")));
-    std::fs::write(&config, format!("bootstrap.servers={}\n", src.bootstrap())).unwrap();
+    let config = properties_file(&format!("bootstrap.servers={}\n", src.bootstrap()));
     let mirror = unique_name("dr");
     let created = poll_until(Duration::from_secs(60), || async {
-        let (ok, out, _) = cli(&["--bootstrap-server", &proxy, "--create", "--mirror", &mirror, "--mirror-config", config.to_str().unwrap()]);
+        let (ok, out, _) = cli(&["--bootstrap-server", &proxy, "--create", "--mirror", &mirror, "--mirror-config", &config]);
         ok.then_some(out)
     })
     .await

@@ -781,17 +781,18 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn proxy_binary(yaml: &str, env: &[(&str, &str)]) -> Command {
-    let dir = std::env::temp_dir().join(unique_name("kmp-config"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("proxy.yaml");
+/// The proxy binary with `yaml` as its configuration file, in a directory removed when the returned
+/// guard drops.
+fn proxy_binary(yaml: &str, env: &[(&str, &str)]) -> (Command, tempfile::TempDir) {
+    let dir = tempfile::Builder::new().prefix("kmp-config-").tempdir().unwrap();
+    let file = dir.path().join("proxy.yaml");
     std::fs::write(&file, yaml).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kafka-mirror-proxy"));
     cmd.arg("--config").arg(&file).env("RUST_LOG", "info");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd
+    (cmd, dir)
 }
 
 /// `kafka-mirror-proxy --config FILE` with a wrong key, a bad address or an unreachable destination:
@@ -809,7 +810,8 @@ fn the_binary_names_the_key_of_a_bad_configuration() {
         ("unreachable destination", good(&dead), vec![], "destination.bootstrap_servers"),
     ];
     for (label, yaml, env, key) in cases {
-        let (ok, stdout, stderr) = run(proxy_binary(&yaml, &env), Duration::from_secs(60));
+        let (cmd, _dir) = proxy_binary(&yaml, &env);
+        let (ok, stdout, stderr) = run(cmd, Duration::from_secs(60));
         assert!(!ok, "{label}: must fail");
         let line = stderr.lines().rev().find(|l| l.starts_with("kafka-mirror-proxy:")).unwrap_or_else(|| panic!("{label}: no error line in {stderr}"));
         assert!(line.contains(key), "{label}: {line}");
@@ -831,7 +833,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
         ("KMP_ADMIN__METRICS_LISTEN", &format!("127.0.0.1:{metrics_port}")),
         ("KMP_PROXY__WORKER_THREADS", "1"),
     ];
-    let mut cmd = proxy_binary(yaml, &env);
+    let (mut cmd, _dir) = proxy_binary(yaml, &env);
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn the proxy");
     let health = |path: &str| {
@@ -1080,9 +1082,8 @@ async fn clients_recover_from_a_leader_change_and_a_broker_restart() {
 /// records through a TLS proxy; a plaintext client is refused without harm to the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_clients_through_the_proxy() {
-    let dir = std::env::temp_dir().join(unique_name("kmp-tls"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let dir = tempfile::Builder::new().prefix("kmp-tls-").tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     let mut openssl = Command::new("openssl");
     openssl
         .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1"])

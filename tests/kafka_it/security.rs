@@ -274,9 +274,8 @@ async fn clients_reauthenticate_through_the_proxy() {
 
     const RECORDS: u64 = 2_000;
     let lifetime_s = kafka_harness::SASL_SESSION_LIFETIME_MS / 1000;
-    let dir = std::env::temp_dir().join(unique_name("kmp-reauth"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("producer.properties");
+    let dir = tempfile::Builder::new().prefix("kmp-reauth-").tempdir().unwrap();
+    let config = dir.path().join("producer.properties");
     std::fs::write(&config, properties_text(&client_props(ListenerSecurity::SaslPlaintext, login("SCRAM-SHA-512", "bob")))).unwrap();
     let (b, t) = (proxy.bootstrap_addr().to_string(), topic.clone());
     let (ok, stdout, stderr) = blocking(move || {
@@ -293,7 +292,6 @@ async fn clients_reauthenticate_through_the_proxy() {
     .await;
     assert!(ok, "ProducerPerformance through the proxy:\n{stdout}\n{stderr}");
     assert!(stdout.contains(&format!("{RECORDS} records sent")), "{stdout}");
-    let _ = std::fs::remove_dir_all(&dir);
     let renewals = proxy.metrics().client_reauthentications();
     assert!(renewals >= 2, "the producer's sessions were renewed through the proxy: {renewals} renewals");
 
@@ -453,11 +451,10 @@ async fn clients_authenticate_through_a_tls_proxy_to_a_sasl_ssl_destination() {
     assert!(!listed(as_alice.send(&ListMirrorsRequest { include_topic_names: false }).await.unwrap()).contains(&mirror));
 
     // kafka-mirrors with --command-config (SASL_SSL to the TLS proxy).
-    let dir = std::env::temp_dir().join(unique_name("kmp-sec-cli"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let admin_file = dir.join("admin.properties");
+    let dir = tempfile::Builder::new().prefix("kmp-sec-cli-").tempdir().unwrap();
+    let admin_file = dir.path().join("admin.properties");
     std::fs::write(&admin_file, properties_text(&client_props(ListenerSecurity::SaslSsl, login("SCRAM-SHA-256", "admin")))).unwrap();
-    let alice_file = dir.join("alice.properties");
+    let alice_file = dir.path().join("alice.properties");
     std::fs::write(&alice_file, properties_text(&client_props(ListenerSecurity::SaslSsl, login("SCRAM-SHA-256", "alice")))).unwrap();
     let cli = |file: &std::path::Path, args: &[&str]| {
         let mut all = vec!["--bootstrap-server".to_owned(), proxy.clone(), "--command-config".to_owned(), file.display().to_string()];
@@ -479,7 +476,7 @@ async fn clients_authenticate_through_a_tls_proxy_to_a_sasl_ssl_destination() {
     assert!(!ok);
     assert_eq!(err.trim(), format!("Error: principal `User:alice` is not allowed DESCRIBE on mirror `{mirror}` (MIRROR_AUTHORIZATION_FAILED)"));
     // A wrong password: one error line with the broker's message.
-    let wrong_file = dir.join("wrong.properties");
+    let wrong_file = dir.path().join("wrong.properties");
     std::fs::write(&wrong_file, properties_text(&wrong)).unwrap();
     let (ok, _, err) = cli(&wrong_file, &["--list"]).await;
     assert!(!ok);

@@ -760,21 +760,12 @@ fn keep_clusters() -> bool {
 /// Removes `<name>-<pid>-<n>` directories whose process is gone (left by processes that could not
 /// clean up: killed, or holding shared clusters in statics, which are never dropped).
 fn remove_stale_cluster_dirs(clusters_dir: &Path) {
-    if keep_clusters() || !Path::new("/proc/self").exists() {
+    if keep_clusters() {
         return;
     }
-    let Ok(entries) = std::fs::read_dir(clusters_dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
+    util::remove_dirs_of_dead_processes(clusters_dir, |name| {
         let mut parts = name.rsplitn(3, '-');
         let (_n, pid) = (parts.next(), parts.next());
-        let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
+        pid?.parse().ok()
+    });
 }

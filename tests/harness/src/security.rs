@@ -95,7 +95,8 @@ pub struct Certs {
     pub other_ca: PathBuf,
 }
 
-/// The certificates, made on first use in `target/kafka-certs/<pid>/`.
+/// The certificates, made on first use in `target/kafka-certs/<pid>/` (directories of processes that
+/// have ended are removed then).
 ///
 /// # Panics
 /// If `openssl` is missing or fails (the message has its stderr).
@@ -114,7 +115,10 @@ fn openssl(dir: &Path, args: &[&str]) -> Result<()> {
 }
 
 fn make_certs() -> Result<Certs> {
-    let dir = util::target_dir()?.join("kafka-certs").join(std::process::id().to_string());
+    let certs_dir = util::target_dir()?.join("kafka-certs");
+    // Each test process makes its own; those of processes that have ended are not needed any more.
+    util::remove_dirs_of_dead_processes(&certs_dir, |name| name.parse().ok());
+    let dir = certs_dir.join(std::process::id().to_string());
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| HarnessError::io(format!("removing {}", dir.display()), e))?;
     }

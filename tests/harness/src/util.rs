@@ -59,6 +59,26 @@ pub(crate) fn create_dir_all(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).io_context(|| format!("creating directory {}", dir.display()))
 }
 
+/// Removes the directories in `parent` that belong to a process that is gone: `pid_of` reads the
+/// owning process id from a directory's name (`None`: not ours, kept). Does nothing where `/proc`
+/// cannot tell which processes live.
+pub(crate) fn remove_dirs_of_dead_processes(parent: &Path, pid_of: impl Fn(&str) -> Option<u32>) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = pid_of(&entry.file_name().to_string_lossy()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 pub(crate) fn write_file(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {
     fs::write(path, contents).io_context(|| format!("writing {}", path.display()))
 }
