@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""End-to-end latency directly, through kafka-mirror-proxy, and through a plain TCP relay, side by
+side: how much of what the proxy adds is the extra hop itself, which no proxy can avoid.
+
+    python3 benches/proxy/relay_latency.py [--trials 4] [--rate 40000]
+
+Starts two 1-broker destinations with the test harness:
+- A: reached directly and through the release proxy;
+- B: advertises the address of `relay` (benches/proxy/relay.rs, a tokio copy_bidirectional per
+  connection: no framing, no rewriting), so that every client connection to it goes through the
+  relay.
+The two brokers have the same configuration; paths alternate their order between trials. Each
+trial runs benches/proxy/ProxyLatency.java for 20 s after 5 s of warm-up on every path at --rate
+records/s (linger.ms=5, 64 KiB batches, as ab.py), and prints p50 / p99 / p99.9 and the CPU per MB
+(in + out) of the proxy and of the relay.
+"""
+
+import argparse
+import glob
+import os
+import re
+import subprocess
+import time
+
+from ab import latency
+from benchlib import ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, run, stop_all, wait_healthy
+
+log = logger("relay")
+
+
+def harness_up(name, props=()):
+    """A 1-broker cluster; returns (process, bootstrap line reader)."""
+    cmd = [str(TARGET / "release/kafka-harness"), "up", "--name", name, "--version", VERSION]
+    for p in props:
+        cmd += ["--prop", p]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+
+
+def bootstrap_of(cluster):
+    line = next((l for l in cluster.stdout if l.startswith("bootstrap=")), None)
+    if not line:
+        raise SystemExit("the harness did not start a cluster")
+    return line.strip().split("=", 1)[1]
+
+
+def broker_port(name, pid, deadline=120):
+    """The PLAINTEXT port the harness gave cluster `name` (harness process `pid`), from its
+    server.properties, which exists before the broker starts."""
+    pattern = str(TARGET / f"kafka-clusters/{name}-{pid}-*/node-0/server.properties")
+    start = time.monotonic()
+    while time.monotonic() - start < deadline:
+        for path in glob.glob(pattern):
+            m = re.search(r"^listeners=PLAINTEXT://127\.0\.0\.1:(\d+)", open(path).read(), re.M)
+            if m:
+                return int(m.group(1))
+        time.sleep(0.2)
+    raise SystemExit(f"no server.properties for cluster {name}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=4)
+    ap.add_argument("--rate", type=int, default=40_000)
+    args = ap.parse_args()
+
+    run(["cargo", "build", "--release", "--quiet", "--bin", "kafka-mirror-proxy", "--example", "relay"])
+    run(["cargo", "build", "--release", "--quiet", "-p", "kafka-harness"])
+    run([str(TARGET / "release/kafka-harness"), "provision", "--version", VERSION])
+    started = []
+    try:
+        a = harness_up("relay-a")
+        started.append(a)
+        direct = bootstrap_of(a)
+        relay_port = free_port()
+        b = harness_up("relay-b", [f"advertised.listeners=PLAINTEXT://127.0.0.1:{relay_port}"])
+        started.append(b)
+        # The relay must run before the broker answers metadata with its address.
+        relay = subprocess.Popen([str(TARGET / "release/examples/relay"), f"127.0.0.1:{relay_port}",
+                                  f"127.0.0.1:{broker_port('relay-b', b.pid)}"], cwd=ROOT)
+        started.append(relay)
+        bootstrap_of(b)
+        port, metrics = free_port(), free_port()
+        env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
+                   KMP_MIRRORS__ENABLED="false", KMP_DESTINATION__BOOTSTRAP_SERVERS=direct,
+                   KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
+        proxy = subprocess.Popen([str(TARGET / "release/kafka-mirror-proxy"), "--config", str(ROOT / "proxy.yaml")], env=env, cwd=ROOT)
+        started.append(proxy)
+        wait_healthy(f"http://127.0.0.1:{metrics}/health")
+        paths = {"direct": (direct, None), "proxy": (f"127.0.0.1:{port}", proxy.pid), "relay": (f"127.0.0.1:{relay_port}", relay.pid)}
+        for name, (addr, _) in paths.items():  # warm-up: JIT of each broker, page cache
+            log(f"warm-up, {name}")
+            latency(addr, f"relay-warmup-{name}-{int(time.time())}", args.rate // 4)
+        for t in range(args.trials):
+            names = list(paths)
+            order = names[t % 3:] + names[:t % 3]
+            cells = []
+            for name in order:
+                addr, pid = paths[name]
+                log(f"trial {t + 1}, {name}")
+                cpu0 = cpu_seconds(pid) if pid else 0
+                lat = latency(addr, f"relay-lat-{name}-{t}-{int(time.time())}", args.rate)
+                cpu = f", CPU {(cpu_seconds(pid) - cpu0) * 1000 / (lat['sent_all'] * 1024 * 2 / 1e6):.2f} ms/MB" if pid else ""
+                cells.append(f"{name} p50 {lat['e2e_p50_us']:.2f} p99 {lat['e2e_p99_us']:.2f} p99.9 {lat['e2e_p999_us']:.2f} ms{cpu}")
+            print(f"trial {t + 1} at {args.rate}/s | " + " | ".join(cells), flush=True)
+    finally:
+        stop_all(started)
+
+
+if __name__ == "__main__":
+    main()
