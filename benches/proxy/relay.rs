@@ -4,7 +4,7 @@
 //! no rewriting, no policy. Whatever a client sees added through it is the cost of the extra TCP hop
 //! and of a userspace process on the same cores, the floor under any Kafka proxy's added latency.
 //! For a broker to be reached only through it, the broker must advertise LISTEN
-//! (`benches/proxy/relay_latency.py` starts one that does). Not a product binary.
+//! (`benches/proxy/relay_bench.py` starts one that does). Not a product binary.
 //!
 //! `relay LISTEN TARGET` (both HOST:PORT)
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""End-to-end latency directly, through kafka-mirror-proxy, and through a plain TCP relay, side by
-side: how much of what the proxy adds is the extra hop itself, which no proxy can avoid.
+"""End-to-end latency, and optionally consumer throughput, directly, through kafka-mirror-proxy and
+through a plain TCP relay, side by side: how much of what the proxy costs is the extra hop itself,
+which no proxy can avoid.
 
-    python3 benches/proxy/relay_latency.py [--trials 4] [--rate 40000]
+    python3 benches/proxy/relay_bench.py [--trials 4] [--rate 40000] [--fetch-records 0]
 
 Starts two 1-broker destinations with the test harness:
 - A: reached directly and through the release proxy;
@@ -12,7 +13,9 @@ Starts two 1-broker destinations with the test harness:
 The two brokers have the same configuration; paths alternate their order between trials. Each
 trial runs benches/proxy/ProxyLatency.java for 20 s after 5 s of warm-up on every path at --rate
 records/s (linger.ms=5, 64 KiB batches, as ab.py), and prints p50 / p99 / p99.9 and the CPU per MB
-(in + out) of the proxy and of the relay.
+(in + out) of the proxy and of the relay. With --fetch-records N, N records of 1 KiB are first
+written into 3 partitions of each cluster, and each trial starts with Kafka's ConsumerPerformance
+reading them whole on every path (fetch-phase MB/s, and the proxy's and the relay's CPU per MB).
 """
 
 import argparse
@@ -22,14 +25,14 @@ import re
 import subprocess
 import time
 
-from ab import latency
+from ab import fetch_mbps, java, latency
 from benchlib import ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, run, stop_all, wait_healthy
 
 log = logger("relay")
 
 
 def harness_up(name, props=()):
-    """A 1-broker cluster; returns (process, bootstrap line reader)."""
+    """Starts a 1-broker cluster (`kafka-harness up`); its stdout names the bootstrap (bootstrap_of)."""
     cmd = [str(TARGET / "release/kafka-harness"), "up", "--name", name, "--version", VERSION]
     for p in props:
         cmd += ["--prop", p]
@@ -50,7 +53,8 @@ def broker_port(name, pid, deadline=120):
     start = time.monotonic()
     while time.monotonic() - start < deadline:
         for path in glob.glob(pattern):
-            m = re.search(r"^listeners=PLAINTEXT://127\.0\.0\.1:(\d+)", open(path).read(), re.M)
+            with open(path) as f:
+                m = re.search(r"^listeners=PLAINTEXT://127\.0\.0\.1:(\d+)", f.read(), re.M)
             if m:
                 return int(m.group(1))
         time.sleep(0.2)
@@ -61,6 +65,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--rate", type=int, default=40_000)
+    ap.add_argument("--fetch-records", type=int, default=0)
     args = ap.parse_args()
 
     run(["cargo", "build", "--release", "--quiet", "--bin", "kafka-mirror-proxy", "--example", "relay"])
@@ -90,9 +95,31 @@ def main():
         for name, (addr, _) in paths.items():  # warm-up: JIT of each broker, page cache
             log(f"warm-up, {name}")
             latency(addr, f"relay-warmup-{name}-{int(time.time())}", args.rate // 4)
+        fetch_topic = f"relay-fetch-{int(time.time())}"
+        if args.fetch_records:
+            for name in ("direct", "relay"):  # one topic per cluster; the proxy reads A's
+                addr = paths[name][0]
+                log(f"writing {args.fetch_records} records of 1 KiB through {name}")
+                run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", addr, "--create", "--topic", fetch_topic,
+                              "--partitions", "3", "--replication-factor", "1"])
+                run(java() + ["org.apache.kafka.tools.ProducerPerformance", "--topic", fetch_topic, "--num-records", str(args.fetch_records),
+                              "--record-size", "1024", "--throughput", "-1", "--producer-props", f"bootstrap.servers={addr}",
+                              "acks=all", "linger.ms=5", "batch.size=65536"])
+                fetch_mbps(addr, fetch_topic, args.fetch_records)  # warm-up: page cache
         for t in range(args.trials):
             names = list(paths)
             order = names[t % 3:] + names[:t % 3]
+            if args.fetch_records:
+                cells = []
+                for name in order:
+                    addr, pid = paths[name]
+                    log(f"trial {t + 1}, {name}: fetch")
+                    cpu0 = cpu_seconds(pid) if pid else 0
+                    mbps = fetch_mbps(addr, fetch_topic, args.fetch_records)
+                    mb = args.fetch_records * 1024 / 1e6
+                    cpu = f", CPU {(cpu_seconds(pid) - cpu0) * 1000 / mb:.2f} ms/MB" if pid else ""
+                    cells.append(f"{name} {mbps:.1f} MB/s{cpu}")
+                print(f"trial {t + 1} fetch | " + " | ".join(cells), flush=True)
             cells = []
             for name in order:
                 addr, pid = paths[name]
