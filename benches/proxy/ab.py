@@ -75,6 +75,16 @@ def latency(bootstrap, topic, rate):
     return {**{k: d[k] / 1000 for k in ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us")}, "sent_all": d["sent_all"]}
 
 
+def latency_cell(name, addr, pid, topic, rate, cpu_label="proxy CPU"):
+    """One latency trial on one path, as a table cell: `name p50 .. p99 .. p99.9 .. ms`, with the CPU
+    that process `pid` (if any) spent over the whole trial per MB moved in and out (warm-up included
+    in both)."""
+    cpu0 = cpu_seconds(pid) if pid else 0
+    lat = latency(addr, topic, rate)
+    cpu = f", {cpu_label} {(cpu_seconds(pid) - cpu0) * 1000 / (lat['sent_all'] * 1024 * 2 / 1e6):.2f} ms/MB" if pid else ""
+    return f"{name} p50 {lat['e2e_p50_us']:.2f} p99 {lat['e2e_p99_us']:.2f} p99.9 {lat['e2e_p999_us']:.2f} ms{cpu}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True)
@@ -141,14 +151,7 @@ def main():
             print(f"median {name}: {mbps:.1f} MB/s" + (f", proxy CPU {cpu:.0f} ms per run of {args.records} records" if paths[name][1] else ""))
         for t in range(args.latency_trials):
             order = list(paths) if t % 2 == 0 else list(reversed(paths))
-            cells = []
-            for name in order:
-                addr, pid = paths[name]
-                cpu0 = cpu_seconds(pid) if pid else 0
-                lat = latency(addr, f"ab-lat-{name}-{t}-{int(time.time())}", args.latency_rate)
-                # The proxy's CPU over the whole trial per MB it moved in and out (warm-up included in both).
-                cpu = f", proxy CPU {(cpu_seconds(pid) - cpu0) * 1000 / (lat['sent_all'] * 1024 * 2 / 1e6):.2f} ms/MB" if pid else ""
-                cells.append(f"{name} p50 {lat['e2e_p50_us']:.2f} p99 {lat['e2e_p99_us']:.2f} p99.9 {lat['e2e_p999_us']:.2f} ms{cpu}")
+            cells = [latency_cell(name, *paths[name], f"ab-lat-{name}-{t}-{int(time.time())}", args.latency_rate) for name in order]
             print(f"latency trial {t + 1} at {args.latency_rate}/s | " + " | ".join(cells), flush=True)
     finally:
         stop_all(started)

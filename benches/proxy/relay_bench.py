@@ -25,7 +25,7 @@ import re
 import subprocess
 import time
 
-from ab import fetch_mbps, java, latency
+from ab import fetch_mbps, java, latency, latency_cell
 from benchlib import ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, run, stop_all, wait_healthy
 
 log = logger("relay")
@@ -122,12 +122,8 @@ def main():
                 print(f"trial {t + 1} fetch | " + " | ".join(cells), flush=True)
             cells = []
             for name in order:
-                addr, pid = paths[name]
                 log(f"trial {t + 1}, {name}")
-                cpu0 = cpu_seconds(pid) if pid else 0
-                lat = latency(addr, f"relay-lat-{name}-{t}-{int(time.time())}", args.rate)
-                cpu = f", CPU {(cpu_seconds(pid) - cpu0) * 1000 / (lat['sent_all'] * 1024 * 2 / 1e6):.2f} ms/MB" if pid else ""
-                cells.append(f"{name} p50 {lat['e2e_p50_us']:.2f} p99 {lat['e2e_p99_us']:.2f} p99.9 {lat['e2e_p999_us']:.2f} ms{cpu}")
+                cells.append(latency_cell(name, *paths[name], f"relay-lat-{name}-{t}-{int(time.time())}", args.rate, cpu_label="CPU"))
             print(f"trial {t + 1} at {args.rate}/s | " + " | ".join(cells), flush=True)
     finally:
         stop_all(started)
