@@ -28,13 +28,11 @@ it on a quiet machine. (Named fetch_ab.py, with only the fetch load, until 2026-
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
 import time
 
-from benchlib import LIBS, ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, pin_prefixes, run, stop_all, wait_healthy
+from benchlib import LIBS, ROOT, TARGET, VERSION, bootstrap_of, cpu_seconds, harness_up, logger, pin_prefixes, run, start_proxy, stop_all
 
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
 log = logger("ab")
@@ -102,22 +100,14 @@ def main():
     run([str(TARGET / "release/kafka-harness"), "provision", "--version", VERSION])
     started = []
     try:
-        cluster = subprocess.Popen(CLIENT_PREFIX + [str(TARGET / "release/kafka-harness"), "up", "--name", "ab", "--version", VERSION],
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+        cluster = harness_up("ab", CLIENT_PREFIX)
         started.append(cluster)
-        bootstrap = next((l.strip().split("=", 1)[1] for l in cluster.stdout if l.startswith("bootstrap=")), None)
-        if not bootstrap:
-            raise SystemExit("the harness did not start a cluster")
+        bootstrap = bootstrap_of(cluster)
         paths = {"direct": (bootstrap, None)}
         for name in ("before", "after"):
-            port, metrics = free_port(), free_port()
-            env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
-                       KMP_MIRRORS__ENABLED="false", KMP_DESTINATION__BOOTSTRAP_SERVERS=bootstrap,
-                       KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
-            proc = subprocess.Popen(proxy_prefix + [getattr(args, name), "--config", str(ROOT / "proxy.yaml")], env=env, cwd=ROOT)
+            proc, addr, _ = start_proxy(getattr(args, name), bootstrap, proxy_prefix)
             started.append(proc)
-            wait_healthy(f"http://127.0.0.1:{metrics}/health")
-            paths[name] = (f"127.0.0.1:{port}", proc.pid)
+            paths[name] = (addr, proc.pid)
         topic = f"ab-{int(time.time())}"
         if args.load == "fetch":
             run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,

@@ -48,12 +48,11 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
-from benchlib import (LIBS, ROOT, TARGET, VERSION, cpu_seconds, duration_quantile, free_port, logger, pin_prefixes, request_durations, run,
-                      stop_all, wait_healthy)
+from benchlib import (LIBS, ROOT, TARGET, VERSION, bootstrap_of, cpu_seconds, duration_quantile, harness_up, logger, pin_prefixes,
+                      request_durations, run, start_proxy, stop_all)
 
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
 # With --pin-proxy-cpu: `taskset -c CPUS` for the broker and the client JVMs (every CPU but the proxy's).
@@ -162,25 +161,12 @@ def main():
         bootstrap = os.environ.get("KMP_DEST_BOOTSTRAP")
         if not bootstrap:
             log("starting a 1-broker destination")
-            cluster = subprocess.Popen(CLIENT_PREFIX + [str(TARGET / "release/kafka-harness"), "up", "--name", "bench", "--version", VERSION],
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+            cluster = harness_up("bench", CLIENT_PREFIX)
             started.append(cluster)
-            for line in cluster.stdout:
-                if line.startswith("bootstrap="):
-                    bootstrap = line.strip().split("=", 1)[1]
-                    break
-            if not bootstrap:
-                raise SystemExit("the harness did not start a cluster")
-        port, metrics = free_port(), free_port()
-        env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
-                   KMP_MIRRORS__ENABLED="false",
-                   KMP_DESTINATION__BOOTSTRAP_SERVERS=bootstrap, KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
-        proxy = subprocess.Popen(proxy_prefix + [str(TARGET / "release/kafka-mirror-proxy"), "--config", str(ROOT / "proxy.yaml")], env=env,
-                                 cwd=ROOT)
+            bootstrap = bootstrap_of(cluster)
+        proxy, via, metrics = start_proxy(TARGET / "release/kafka-mirror-proxy", bootstrap, proxy_prefix)
         started.append(proxy)
-        wait_healthy(f"http://127.0.0.1:{metrics}/health")
         metrics_url = f"http://127.0.0.1:{metrics}/metrics"
-        via = f"127.0.0.1:{port}"
         tag = str(int(time.time()))
         log("warm-up: 50000 records each way (not measured)")
         for name, target in [("direct", bootstrap), ("proxy", via)]:

@@ -1,4 +1,4 @@
-"""What benches/proxy/bench.py, ab.py and request_cost.py share: where things are (the
+"""What benches/proxy/bench.py, ab.py, relay_bench.py and request_cost.py share: where things are (the
 repository, cargo's target directory, the Kafka jars the test harness provisions) and small process
 and socket helpers."""
 
@@ -66,6 +66,37 @@ def stop_all(processes, timeout=60):
             p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             p.kill()
+
+
+def harness_up(name, prefix=(), props=()):
+    """Starts a 1-broker cluster with `kafka-harness up` (release build), run under `prefix` (e.g.
+    taskset) with extra broker properties `props` (KEY=VALUE); it runs until stopped. Its bootstrap
+    comes from bootstrap_of."""
+    cmd = list(prefix) + [str(TARGET / "release/kafka-harness"), "up", "--name", name, "--version", VERSION]
+    for p in props:
+        cmd += ["--prop", p]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+
+
+def bootstrap_of(cluster):
+    """The bootstrap address a harness_up process prints once its cluster runs."""
+    line = next((l for l in cluster.stdout if l.startswith("bootstrap=")), None)
+    if not line:
+        raise SystemExit("the harness did not start a cluster")
+    return line.strip().split("=", 1)[1]
+
+
+def start_proxy(binary, bootstrap, prefix=()):
+    """Starts the proxy `binary` in front of `bootstrap` (mirroring off, one listener port per broker
+    picked by the system, proxy.yaml for the rest) under `prefix`, and waits until it is healthy.
+    Returns (process, its bootstrap address, its metrics port)."""
+    port, metrics = free_port(), free_port()
+    env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
+               KMP_MIRRORS__ENABLED="false", KMP_DESTINATION__BOOTSTRAP_SERVERS=bootstrap,
+               KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
+    proc = subprocess.Popen(list(prefix) + [str(binary), "--config", str(ROOT / "proxy.yaml")], env=env, cwd=ROOT)
+    wait_healthy(f"http://127.0.0.1:{metrics}/health")
+    return proc, f"127.0.0.1:{port}", metrics
 
 
 def wait_healthy(url, deadline=60, poll=0.2):

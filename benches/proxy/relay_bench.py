@@ -20,30 +20,14 @@ reading them whole on every path (fetch-phase MB/s, and the proxy's and the rela
 
 import argparse
 import glob
-import os
 import re
 import subprocess
 import time
 
-from ab import fetch_mbps, java, latency, latency_cell
-from benchlib import ROOT, TARGET, VERSION, cpu_seconds, free_port, logger, run, stop_all, wait_healthy
+from ab import fetch_mbps, latency, latency_cell, produce_mbps
+from benchlib import ROOT, TARGET, VERSION, bootstrap_of, cpu_seconds, free_port, harness_up, logger, run, start_proxy, stop_all
 
 log = logger("relay")
-
-
-def harness_up(name, props=()):
-    """Starts a 1-broker cluster (`kafka-harness up`); its stdout names the bootstrap (bootstrap_of)."""
-    cmd = [str(TARGET / "release/kafka-harness"), "up", "--name", name, "--version", VERSION]
-    for p in props:
-        cmd += ["--prop", p]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
-
-
-def bootstrap_of(cluster):
-    line = next((l for l in cluster.stdout if l.startswith("bootstrap=")), None)
-    if not line:
-        raise SystemExit("the harness did not start a cluster")
-    return line.strip().split("=", 1)[1]
 
 
 def broker_port(name, pid, deadline=120):
@@ -77,21 +61,16 @@ def main():
         started.append(a)
         direct = bootstrap_of(a)
         relay_port = free_port()
-        b = harness_up("relay-b", [f"advertised.listeners=PLAINTEXT://127.0.0.1:{relay_port}"])
+        b = harness_up("relay-b", props=[f"advertised.listeners=PLAINTEXT://127.0.0.1:{relay_port}"])
         started.append(b)
         # The relay must run before the broker answers metadata with its address.
         relay = subprocess.Popen([str(TARGET / "release/examples/relay"), f"127.0.0.1:{relay_port}",
                                   f"127.0.0.1:{broker_port('relay-b', b.pid)}"], cwd=ROOT)
         started.append(relay)
         bootstrap_of(b)
-        port, metrics = free_port(), free_port()
-        env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
-                   KMP_MIRRORS__ENABLED="false", KMP_DESTINATION__BOOTSTRAP_SERVERS=direct,
-                   KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
-        proxy = subprocess.Popen([str(TARGET / "release/kafka-mirror-proxy"), "--config", str(ROOT / "proxy.yaml")], env=env, cwd=ROOT)
+        proxy, via, _ = start_proxy(TARGET / "release/kafka-mirror-proxy", direct)
         started.append(proxy)
-        wait_healthy(f"http://127.0.0.1:{metrics}/health")
-        paths = {"direct": (direct, None), "proxy": (f"127.0.0.1:{port}", proxy.pid), "relay": (f"127.0.0.1:{relay_port}", relay.pid)}
+        paths = {"direct": (direct, None), "proxy": (via, proxy.pid), "relay": (f"127.0.0.1:{relay_port}", relay.pid)}
         for name, (addr, _) in paths.items():  # warm-up: JIT of each broker, page cache
             log(f"warm-up, {name}")
             latency(addr, f"relay-warmup-{name}-{int(time.time())}", args.rate // 4)
@@ -100,11 +79,7 @@ def main():
             for name in ("direct", "relay"):  # one topic per cluster; the proxy reads A's
                 addr = paths[name][0]
                 log(f"writing {args.fetch_records} records of 1 KiB through {name}")
-                run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", addr, "--create", "--topic", fetch_topic,
-                              "--partitions", "3", "--replication-factor", "1"])
-                run(java() + ["org.apache.kafka.tools.ProducerPerformance", "--topic", fetch_topic, "--num-records", str(args.fetch_records),
-                              "--record-size", "1024", "--throughput", "-1", "--producer-props", f"bootstrap.servers={addr}",
-                              "acks=all", "linger.ms=5", "batch.size=65536"])
+                produce_mbps(addr, fetch_topic, args.fetch_records)
                 fetch_mbps(addr, fetch_topic, args.fetch_records)  # warm-up: page cache
         for t in range(args.trials):
             names = list(paths)
