@@ -3,8 +3,8 @@
 per run, and optionally end-to-end latency, directly and through each build, for BENCHMARKS.md.
 
     python3 benches/proxy/ab.py --before BIN --after BIN [--load fetch|produce] [--rounds 5]
-                                [--records 1500000] [--latency-trials 0] [--latency-rate 40000]
-                                [--pin-proxy-cpu CPU]
+                                [--records 1500000] [--latency-trials 0] [--latency-rate 40000[,RATE...]]
+                                [--pin-proxy-cpu CPU] [--latency-tool java|go]
 
 BIN is a `kafka-mirror-proxy` binary (for example `git worktree add /tmp/before REV && cargo build
 --release` there, then /tmp/before/target/release/kafka-mirror-proxy). Starts a 1-broker destination
@@ -19,7 +19,9 @@ CPU (user + system) each proxy spent on its run:
   with Kafka's ProducerPerformance at full speed (acks=all, linger.ms=5, batch.size=64 KiB, as in
   bench.py).
 
-With --latency-trials N, N trials of benches/proxy/ProxyLatency.java at --latency-rate records/s
+With --latency-trials N, N trials of benches/proxy/ProxyLatency.java (or, with --latency-tool go,
+of benches/proxy/latency-go, the same measurement with franz-go) at --latency-rate records/s (a
+comma-separated list: every trial at each rate, lowest first)
 (linger.ms=5, 64 KiB batches) on each path follow, with each proxy's CPU per MB it moved (in + out) in
 its trial. With --pin-proxy-cpu CPU, both proxies run on that
 CPU and the broker and clients on the others (taskset). Everything shares this machine's cores: run
@@ -32,12 +34,15 @@ import re
 import statistics
 import time
 
-from benchlib import LIBS, ROOT, TARGET, VERSION, bootstrap_of, cpu_seconds, harness_up, logger, pin_prefixes, run, start_proxy, stop_all
+from benchlib import (LATENCY_TOOLS, LIBS, ROOT, TARGET, VERSION, bootstrap_of, cpu_seconds, harness_up, latency_command, logger, pin_prefixes,
+                      run, start_proxy, stop_all)
 
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
 log = logger("ab")
 # With --pin-proxy-cpu: `taskset -c CPUS` for the broker and the client JVMs.
 CLIENT_PREFIX = []
+# --latency-tool: which end-to-end latency tool latency() runs (benchlib.LATENCY_TOOLS).
+LATENCY_TOOL = ["java"]
 
 
 def java():
@@ -66,7 +71,7 @@ def produce_mbps(bootstrap, topic, records):
 def latency(bootstrap, topic, rate):
     run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
                 "--partitions", "3", "--replication-factor", "1"])
-    out = run(java() + [str(ROOT / "benches/proxy/ProxyLatency.java"), "--bootstrap", bootstrap, "--topic", topic, "--rate", str(rate),
+    out = run(latency_command(LATENCY_TOOL[0], java()) + ["--bootstrap", bootstrap, "--topic", topic, "--rate", str(rate),
                       "--duration-s", "20", "--warmup-s", "5", "--record-size", "1024", "--linger-ms", "5", "--batch-size", "65536"],
               timeout=300)
     d = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
@@ -90,11 +95,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--records", type=int, default=1_500_000)
     ap.add_argument("--latency-trials", type=int, default=0)
-    ap.add_argument("--latency-rate", type=int, default=40_000)
+    ap.add_argument("--latency-rate", type=lambda v: sorted(int(x) for x in v.split(",")), default=[40_000])
     ap.add_argument("--load", choices=["fetch", "produce"], default="fetch")
     ap.add_argument("--pin-proxy-cpu", type=int, metavar="CPU")
+    ap.add_argument("--latency-tool", choices=LATENCY_TOOLS, default="java")
     args = ap.parse_args()
     CLIENT_PREFIX[:], proxy_prefix = pin_prefixes(args.pin_proxy_cpu)
+    LATENCY_TOOL[:] = [args.latency_tool]
 
     run(["cargo", "build", "--release", "--quiet", "-p", "kafka-harness"])
     run([str(TARGET / "release/kafka-harness"), "provision", "--version", VERSION])
@@ -135,14 +142,15 @@ def main():
                 results[name].append({"mbps": mbps, "proxy_cpu_ms": cpu_ms})
                 line.append(f"{name} {mbps:.1f} MB/s" + (f", proxy CPU {cpu_ms:.0f} ms" if pid else ""))
             print(" | ".join(line), flush=True)
-        for name, rs in results.items():
+        for name, rs in results.items() if args.rounds else ():
             mbps = statistics.median(x["mbps"] for x in rs)
             cpu = statistics.median(x["proxy_cpu_ms"] for x in rs)
             print(f"median {name}: {mbps:.1f} MB/s" + (f", proxy CPU {cpu:.0f} ms per run of {args.records} records" if paths[name][1] else ""))
         for t in range(args.latency_trials):
             order = list(paths) if t % 2 == 0 else list(reversed(paths))
-            cells = [latency_cell(name, *paths[name], f"ab-lat-{name}-{t}-{int(time.time())}", args.latency_rate) for name in order]
-            print(f"latency trial {t + 1} at {args.latency_rate}/s | " + " | ".join(cells), flush=True)
+            for rate in args.latency_rate:
+                cells = [latency_cell(name, *paths[name], f"ab-lat-{name}-{t}-{int(time.time())}", rate) for name in order]
+                print(f"latency trial {t + 1} at {rate}/s | " + " | ".join(cells), flush=True)
     finally:
         stop_all(started)
 

@@ -4,7 +4,7 @@ and through kafka-mirror-proxy (release build), side by side.
 
     python3 benches/proxy/bench.py [--records 400000] [--record-size 1024] [--partitions 3]
                                    [--latency-seconds 30] [--rounds 2] [--out target/bench/proxy.md]
-                                   [--pin-proxy-cpu CPU]
+                                   [--pin-proxy-cpu CPU] [--latency-tool java|go]
 
 1. Producer throughput: Kafka's ProducerPerformance at full speed (acks=all, linger.ms=5,
    batch.size=64 KiB), direct then through the proxy, each into its own fresh topic.
@@ -22,7 +22,9 @@ and through kafka-mirror-proxy (release build), side by side.
    the median of those pairs, next to the proxy's own p50 / p99 of that run's Produce requests (from
    its kafka_mirror_proxy_request_duration_seconds histogram, scraped before and after). A second latency run at --low-rate (default 2000 records/s) with
    linger.ms=0 (one record per request) shows the proxy's own added latency per request below
-   saturation.
+   saturation. With --latency-tool go, the latency runs use benches/proxy/latency-go instead (the
+   same measurement and flags with franz-go, built with `go build` on first use): less CPU taken from
+   the broker and the proxy, and no JVM pauses of the measuring client in either path's tail.
 4. Proxy CPU per MB: the proxy process's user+system CPU time (/proc/PID/stat) over each proxied
    run, divided by the megabytes moved.
 
@@ -51,12 +53,14 @@ import statistics
 import time
 from pathlib import Path
 
-from benchlib import (LIBS, ROOT, TARGET, VERSION, bootstrap_of, cpu_seconds, duration_quantile, harness_up, logger, pin_prefixes,
-                      request_durations, run, start_proxy, stop_all)
+from benchlib import (LATENCY_TOOLS, LIBS, ROOT, TARGET, VERSION, bootstrap_of, cpu_seconds, duration_quantile, harness_up, latency_command,
+                      logger, pin_prefixes, request_durations, run, start_proxy, stop_all)
 
 JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
 # With --pin-proxy-cpu: `taskset -c CPUS` for the broker and the client JVMs (every CPU but the proxy's).
 CLIENT_PREFIX = []
+# --latency-tool: which end-to-end latency tool latency() runs (benchlib.LATENCY_TOOLS).
+LATENCY_TOOL = ["java"]
 
 
 def java():
@@ -111,7 +115,7 @@ THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE = 5, 65536
 
 
 def latency(bootstrap, topic, rate, seconds, size, linger_ms=0, batch_size=16384):
-    out = run(java() + [str(ROOT / "benches/proxy/ProxyLatency.java"), "--bootstrap", bootstrap, "--topic", topic,
+    out = run(latency_command(LATENCY_TOOL[0], java()) + ["--bootstrap", bootstrap, "--topic", topic,
                       "--rate", str(rate), "--duration-s", str(seconds), "--warmup-s", "5", "--record-size", str(size),
                       "--linger-ms", str(linger_ms), "--batch-size", str(batch_size)],
               timeout=seconds + 180)
@@ -146,8 +150,12 @@ def main():
     ap.add_argument("--pin-proxy-cpu", type=int, metavar="CPU",
                     help="run the proxy on this CPU alone and the broker and clients on the others (taskset), "
                          "in both paths: the proxy then has a core of its own, as on a host of its own")
+    ap.add_argument("--latency-tool", choices=LATENCY_TOOLS, default="java",
+                    help="the end-to-end latency tool: ProxyLatency.java (Kafka's Java clients) or latency-go (franz-go, "
+                         "less CPU and no JVM pauses in the measuring client)")
     args = ap.parse_args()
     CLIENT_PREFIX[:], proxy_prefix = pin_prefixes(args.pin_proxy_cpu)
+    LATENCY_TOOL[:] = [args.latency_tool]
     if proxy_prefix:
         log(f"proxy on CPU {args.pin_proxy_cpu}, broker and clients on CPUs {CLIENT_PREFIX[2]}")
 

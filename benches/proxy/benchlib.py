@@ -134,3 +134,29 @@ def duration_quantile(before, after, api, q):
         if n >= q * total:
             return float(le) * 1000
     return None
+
+
+# The end-to-end latency tools: the same measurement, flags and JSON line (see each one's header).
+# "java" is ProxyLatency.java on the Kafka jars; "go" is latency-go (franz-go), which takes less CPU
+# from the broker and the proxy on a small machine and has no multi-millisecond GC pauses of its own.
+LATENCY_TOOLS = ("java", "go")
+_GO_TOOL = TARGET / "bench" / "proxy-latency"
+_GO_BUILT = []  # non-empty once this process built it
+
+
+def latency_command(tool, java_cmd):
+    """The command that runs latency tool `tool`, before its flags: `java_cmd` (the java command with
+    the Kafka jars and any taskset prefix) plus ProxyLatency.java, or the Go tool (built into
+    target/bench once per run of the script) under the same prefix as `java_cmd`."""
+    if tool == "java":
+        return list(java_cmd) + [str(ROOT / "benches/proxy/ProxyLatency.java")]
+    if tool == "go":
+        if not _GO_BUILT:
+            _GO_TOOL.parent.mkdir(parents=True, exist_ok=True)
+            p = subprocess.run(["go", "build", "-o", str(_GO_TOOL), "."], cwd=ROOT / "benches/proxy/latency-go", capture_output=True, text=True)
+            if p.returncode != 0:
+                raise SystemExit(f"building benches/proxy/latency-go failed:\n{p.stderr[-3000:]}")
+            _GO_BUILT.append(True)
+        prefix = list(java_cmd[:java_cmd.index("java")])
+        return prefix + [str(_GO_TOOL)]
+    raise SystemExit(f"unknown latency tool {tool!r}; one of {', '.join(LATENCY_TOOLS)}")

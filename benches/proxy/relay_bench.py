@@ -3,7 +3,7 @@
 through a plain TCP relay, side by side: how much of what the proxy costs is the extra hop itself,
 which no proxy can avoid.
 
-    python3 benches/proxy/relay_bench.py [--trials 4] [--rate 40000] [--fetch-records 0]
+    python3 benches/proxy/relay_bench.py [--trials 4] [--rate 40000] [--fetch-records 0] [--latency-tool java|go]
 
 Starts two 1-broker destinations with the test harness:
 - A: reached directly and through the release proxy;
@@ -11,7 +11,8 @@ Starts two 1-broker destinations with the test harness:
   connection: no framing, no rewriting), so that every client connection to it goes through the
   relay.
 The two brokers have the same configuration; paths alternate their order between trials. Each
-trial runs benches/proxy/ProxyLatency.java for 20 s after 5 s of warm-up on every path at --rate
+trial runs the latency tool (benches/proxy/ProxyLatency.java, or latency-go with --latency-tool go)
+for 20 s after 5 s of warm-up on every path at --rate
 records/s (linger.ms=5, 64 KiB batches, as ab.py), and prints p50 / p99 / p99.9 and the CPU per MB
 (in + out) of the proxy and of the relay. With --fetch-records N, N records of 1 KiB are first
 written into 3 partitions of each cluster, and each trial starts with Kafka's ConsumerPerformance
@@ -24,6 +25,7 @@ import re
 import subprocess
 import time
 
+import ab
 from ab import fetch_mbps, latency, latency_cell, produce_mbps
 from benchlib import ROOT, TARGET, VERSION, bootstrap_of, cpu_seconds, free_port, harness_up, logger, run, start_proxy, stop_all
 
@@ -50,7 +52,9 @@ def main():
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--rate", type=int, default=40_000)
     ap.add_argument("--fetch-records", type=int, default=0)
+    ap.add_argument("--latency-tool", choices=ab.LATENCY_TOOLS, default="java")
     args = ap.parse_args()
+    ab.LATENCY_TOOL[:] = [args.latency_tool]
 
     run(["cargo", "build", "--release", "--quiet", "--bin", "kafka-mirror-proxy", "--example", "relay"])
     run(["cargo", "build", "--release", "--quiet", "-p", "kafka-harness"])
