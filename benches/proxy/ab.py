@@ -74,6 +74,8 @@ def latency(bootstrap, topic, rate):
     out = run(latency_command(LATENCY_TOOL[0], java()) + ["--bootstrap", bootstrap, "--topic", topic, "--rate", str(rate),
                       "--duration-s", "20", "--warmup-s", "5", "--record-size", "1024", "--linger-ms", "5", "--batch-size", "65536"],
               timeout=300)
+    # Deleted once measured: many trials at high rates would fill the disk.
+    run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--delete", "--topic", topic])
     d = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
     return {**{k: d[k] / 1000 for k in ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us")}, "sent_all": d["sent_all"]}
 

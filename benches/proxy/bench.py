@@ -79,6 +79,12 @@ def create_topic(bootstrap, topic, partitions):
                 "--partitions", str(partitions), "--replication-factor", "1"])
 
 
+def delete_topic(bootstrap, topic):
+    """Deletes a topic once measured: at half of a fast machine's end-to-end maximum, one round of
+    latency runs writes some 20 GB, and 5 rounds kept would fill the disk."""
+    run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--delete", "--topic", topic])
+
+
 PRODUCER_LINE = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency, "
     r"(\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
@@ -196,6 +202,7 @@ def main():
                 log(f"round {r + 1}, {name}: consumer throughput")
                 c = consume(target, topic, args.records)
                 cpu2 = cpu_seconds(proxy.pid)
+                delete_topic(bootstrap, topic)
                 rounds[name].append({"produce": p, "consume": c, "cpu_produce_ms_per_mb": (cpu1 - cpu0) * 1000 / mb,
                                      "cpu_consume_ms_per_mb": (cpu2 - cpu1) * 1000 / mb})
         direct_rps = statistics.median(x["produce"]["rps"] for x in rounds["direct"])
@@ -212,6 +219,7 @@ def main():
                 log(f"round {r + 1}, direct: end-to-end maximum (unpaced latency tool, {args.latency_seconds} s)")
                 m = latency(bootstrap, topic, int(direct_rps * 10), args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS,
                             THROUGHPUT_BATCH_SIZE)
+                delete_topic(bootstrap, topic)
                 # Records the consumer had not read within the tool's grace period do not count.
                 rounds["direct"][r]["e2e_max_rps"] = m["rate_achieved"] * min(1.0, m["received"] / max(1, m["sent"]))
                 rate = int(rounds["direct"][r]["e2e_max_rps"] / 2)
@@ -229,6 +237,7 @@ def main():
                 cpu0 = cpu_seconds(proxy.pid)
                 durations0 = request_durations(metrics_url)
                 lat_result = latency(target, topic, rate, args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE)
+                delete_topic(bootstrap, topic)
                 if name == "proxy":
                     # The proxy's own view of the same run: each Produce request's time from its
                     # forwarding to its response written (broker included), as a bucket bound.
@@ -242,6 +251,7 @@ def main():
                 topic = f"bench-latency-low-{name}-{tag}-{r}"
                 create_topic(bootstrap, topic, args.partitions)
                 rounds[name][r]["latency_low"] = latency(target, topic, args.low_rate, args.latency_seconds, args.record_size)
+                delete_topic(bootstrap, topic)
         results = {name: merge(rs) for name, rs in rounds.items()}
         results["rounds"] = rounds
     finally:
