@@ -34,10 +34,9 @@ import re
 import statistics
 import time
 
-from benchlib import (LATENCY_TOOLS, LIBS, ROOT, TARGET, VERSION, bootstrap_of, cpu_seconds, harness_up, latency_command, logger, pin_prefixes,
-                      run, start_proxy, stop_all)
+from benchlib import (JAVA, LATENCY_TOOLS, TARGET, VERSION, bootstrap_of, cpu_seconds, create_topic, delete_topic, harness_up, latency_command,
+                      logger, pin_prefixes, run, start_proxy, stop_all)
 
-JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
 log = logger("ab")
 # With --pin-proxy-cpu: `taskset -c CPUS` for the broker and the client JVMs.
 CLIENT_PREFIX = []
@@ -69,13 +68,11 @@ def produce_mbps(bootstrap, topic, records):
 
 
 def latency(bootstrap, topic, rate):
-    run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-                "--partitions", "3", "--replication-factor", "1"])
-    out = run(latency_command(LATENCY_TOOL[0], java()) + ["--bootstrap", bootstrap, "--topic", topic, "--rate", str(rate),
+    create_topic(java(), bootstrap, topic, 3)
+    out = run(latency_command(LATENCY_TOOL[0], CLIENT_PREFIX) + ["--bootstrap", bootstrap, "--topic", topic, "--rate", str(rate),
                       "--duration-s", "20", "--warmup-s", "5", "--record-size", "1024", "--linger-ms", "5", "--batch-size", "65536"],
               timeout=300)
-    # Deleted once measured: many trials at high rates would fill the disk.
-    run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--delete", "--topic", topic])
+    delete_topic(java(), bootstrap, topic)
     d = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
     return {**{k: d[k] / 1000 for k in ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us")}, "sent_all": d["sent_all"]}
 
@@ -119,8 +116,7 @@ def main():
             paths[name] = (addr, proc.pid)
         topic = f"ab-{int(time.time())}"
         if args.load == "fetch":
-            run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-                          "--partitions", "3", "--replication-factor", "1"])
+            create_topic(java(), bootstrap, topic, 3)
             log(f"writing {args.records} records of 1 KiB")
             run(java() + ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(args.records),
                           "--record-size", "1024", "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",

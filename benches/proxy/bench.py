@@ -53,10 +53,9 @@ import statistics
 import time
 from pathlib import Path
 
-from benchlib import (LATENCY_TOOLS, LIBS, ROOT, TARGET, VERSION, bootstrap_of, cpu_seconds, duration_quantile, harness_up, latency_command,
-                      logger, pin_prefixes, request_durations, run, start_proxy, stop_all)
+from benchlib import (JAVA, LATENCY_TOOLS, ROOT, TARGET, VERSION, bootstrap_of, create_topic, cpu_seconds, delete_topic, duration_quantile,
+                      harness_up, latency_command, logger, pin_prefixes, request_durations, run, start_proxy, stop_all)
 
-JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
 # With --pin-proxy-cpu: `taskset -c CPUS` for the broker and the client JVMs (every CPU but the proxy's).
 CLIENT_PREFIX = []
 # --latency-tool: which end-to-end latency tool latency() runs (benchlib.LATENCY_TOOLS).
@@ -72,17 +71,6 @@ log = logger("bench")
 
 
 
-
-
-def create_topic(bootstrap, topic, partitions):
-    run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-                "--partitions", str(partitions), "--replication-factor", "1"])
-
-
-def delete_topic(bootstrap, topic):
-    """Deletes a topic once measured: at half of a fast machine's end-to-end maximum, one round of
-    latency runs writes some 15 GB, and 5 rounds kept filled the disk (74 GB)."""
-    run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--delete", "--topic", topic])
 
 
 PRODUCER_LINE = re.compile(
@@ -121,7 +109,7 @@ THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE = 5, 65536
 
 
 def latency(bootstrap, topic, rate, seconds, size, linger_ms=0, batch_size=16384):
-    out = run(latency_command(LATENCY_TOOL[0], java()) + ["--bootstrap", bootstrap, "--topic", topic,
+    out = run(latency_command(LATENCY_TOOL[0], CLIENT_PREFIX) + ["--bootstrap", bootstrap, "--topic", topic,
                       "--rate", str(rate), "--duration-s", str(seconds), "--warmup-s", "5", "--record-size", str(size),
                       "--linger-ms", str(linger_ms), "--batch-size", str(batch_size)],
               timeout=seconds + 180)
@@ -184,7 +172,7 @@ def main():
         tag = str(int(time.time()))
         log("warm-up: 50000 records each way (not measured)")
         for name, target in [("direct", bootstrap), ("proxy", via)]:
-            create_topic(bootstrap, f"bench-warmup-{name}-{tag}", args.partitions)
+            create_topic(java(), bootstrap, f"bench-warmup-{name}-{tag}", args.partitions)
             produce(target, f"bench-warmup-{name}-{tag}", 50_000, args.record_size)
         rounds = {"direct": [], "proxy": []}
         mb = args.records * args.record_size / 1e6
@@ -194,7 +182,7 @@ def main():
                 order.reverse()
             for name, target in order:
                 topic = f"bench-{name}-{tag}-{r}"
-                create_topic(bootstrap, topic, args.partitions)
+                create_topic(java(), bootstrap, topic, args.partitions)
                 log(f"round {r + 1}, {name}: producer throughput ({args.records} x {args.record_size} B)")
                 cpu0 = cpu_seconds(proxy.pid)
                 p = produce(target, topic, args.records, args.record_size)
@@ -202,7 +190,7 @@ def main():
                 log(f"round {r + 1}, {name}: consumer throughput")
                 c = consume(target, topic, args.records)
                 cpu2 = cpu_seconds(proxy.pid)
-                delete_topic(bootstrap, topic)
+                delete_topic(java(), bootstrap, topic)
                 rounds[name].append({"produce": p, "consume": c, "cpu_produce_ms_per_mb": (cpu1 - cpu0) * 1000 / mb,
                                      "cpu_consume_ms_per_mb": (cpu2 - cpu1) * 1000 / mb})
         direct_rps = statistics.median(x["produce"]["rps"] for x in rounds["direct"])
@@ -215,11 +203,11 @@ def main():
         for r in range(args.rounds):
             if args.latency_basis == "e2e":
                 topic = f"bench-e2e-max-{tag}-{r}"
-                create_topic(bootstrap, topic, args.partitions)
+                create_topic(java(), bootstrap, topic, args.partitions)
                 log(f"round {r + 1}, direct: end-to-end maximum (unpaced latency tool, {args.latency_seconds} s)")
                 m = latency(bootstrap, topic, int(direct_rps * 10), args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS,
                             THROUGHPUT_BATCH_SIZE)
-                delete_topic(bootstrap, topic)
+                delete_topic(java(), bootstrap, topic)
                 # Records the consumer had not read within the tool's grace period do not count.
                 rounds["direct"][r]["e2e_max_rps"] = m["rate_achieved"] * min(1.0, m["received"] / max(1, m["sent"]))
                 rate = int(rounds["direct"][r]["e2e_max_rps"] / 2)
@@ -232,12 +220,12 @@ def main():
             for name, target in order:
                 rounds[name][r]["latency_rate"] = rate
                 topic = f"bench-latency-{name}-{tag}-{r}"
-                create_topic(bootstrap, topic, args.partitions)
+                create_topic(java(), bootstrap, topic, args.partitions)
                 log(f"round {r + 1}, {name}: end-to-end latency at {rate} records/s for {args.latency_seconds} s")
                 cpu0 = cpu_seconds(proxy.pid)
                 durations0 = request_durations(metrics_url)
                 lat_result = latency(target, topic, rate, args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE)
-                delete_topic(bootstrap, topic)
+                delete_topic(java(), bootstrap, topic)
                 if name == "proxy":
                     # The proxy's own view of the same run: each Produce request's time from its
                     # forwarding to its response written (broker included), as a bucket bound.
@@ -249,9 +237,9 @@ def main():
                 rounds[name][r]["latency"] = lat_result
                 log(f"round {r + 1}, {name}: end-to-end latency at {args.low_rate} records/s for {args.latency_seconds} s")
                 topic = f"bench-latency-low-{name}-{tag}-{r}"
-                create_topic(bootstrap, topic, args.partitions)
+                create_topic(java(), bootstrap, topic, args.partitions)
                 rounds[name][r]["latency_low"] = latency(target, topic, args.low_rate, args.latency_seconds, args.record_size)
-                delete_topic(bootstrap, topic)
+                delete_topic(java(), bootstrap, topic)
         results = {name: merge(rs) for name, rs in rounds.items()}
         results["rounds"] = rounds
     finally:

@@ -2,6 +2,7 @@
 repository, cargo's target directory, the Kafka jars the test harness provisions) and small process
 and socket helpers."""
 
+import functools
 import os
 import re
 import signal
@@ -136,27 +137,46 @@ def duration_quantile(before, after, api, q):
     return None
 
 
+# The java command of the benchmark clients (Kafka's perf tools, TopicCommand, ProxyLatency.java).
+JAVA = ["java", "-Xmx1g", "-XX:+UseG1GC", "-cp", f"{LIBS}/*"]
+
+
+def create_topic(java_cmd, bootstrap, topic, partitions):
+    """Creates `topic` (replication factor 1) with TopicCommand, run as `java_cmd` (JAVA under any
+    taskset prefix)."""
+    run(java_cmd + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                    "--partitions", str(partitions), "--replication-factor", "1"])
+
+
+def delete_topic(java_cmd, bootstrap, topic):
+    """Deletes a topic once measured: at half of a fast machine's end-to-end maximum, one round of
+    latency runs writes some 15 GB, and a 5-round bench.py run that kept its topics filled the disk
+    (74 GB)."""
+    run(java_cmd + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--delete", "--topic", topic])
+
+
 # The end-to-end latency tools: the same measurement, flags and JSON line (see each one's header).
 # "java" is ProxyLatency.java on the Kafka jars; "go" is latency-go (franz-go), which takes less CPU
 # from the broker and the proxy on a small machine and has no multi-millisecond GC pauses of its own.
 LATENCY_TOOLS = ("java", "go")
-_GO_TOOL = TARGET / "bench" / "proxy-latency"
-_GO_BUILT = []  # non-empty once this process built it
 
 
-def latency_command(tool, java_cmd):
-    """The command that runs latency tool `tool`, before its flags: `java_cmd` (the java command with
-    the Kafka jars and any taskset prefix) plus ProxyLatency.java, or the Go tool (built into
-    target/bench once per run of the script) under the same prefix as `java_cmd`."""
+@functools.cache
+def _go_tool():
+    """Builds benches/proxy/latency-go into target/bench (once per run of a script); its path."""
+    path = TARGET / "bench" / "proxy-latency"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run(["go", "build", "-o", str(path), "."], cwd=ROOT / "benches/proxy/latency-go", capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"building benches/proxy/latency-go failed:\n{p.stderr[-3000:]}")
+    return path
+
+
+def latency_command(tool, prefix):
+    """The command that runs latency tool `tool` under `prefix` (e.g. taskset), before its flags:
+    ProxyLatency.java with the Kafka jars, or the Go tool."""
     if tool == "java":
-        return list(java_cmd) + [str(ROOT / "benches/proxy/ProxyLatency.java")]
+        return list(prefix) + JAVA + [str(ROOT / "benches/proxy/ProxyLatency.java")]
     if tool == "go":
-        if not _GO_BUILT:
-            _GO_TOOL.parent.mkdir(parents=True, exist_ok=True)
-            p = subprocess.run(["go", "build", "-o", str(_GO_TOOL), "."], cwd=ROOT / "benches/proxy/latency-go", capture_output=True, text=True)
-            if p.returncode != 0:
-                raise SystemExit(f"building benches/proxy/latency-go failed:\n{p.stderr[-3000:]}")
-            _GO_BUILT.append(True)
-        prefix = list(java_cmd[:java_cmd.index("java")])
-        return prefix + [str(_GO_TOOL)]
+        return list(prefix) + [str(_go_tool())]
     raise SystemExit(f"unknown latency tool {tool!r}; one of {', '.join(LATENCY_TOOLS)}")
