@@ -59,8 +59,7 @@ def fetch_mbps(bootstrap, topic, records):
 
 
 def produce_mbps(bootstrap, topic, records):
-    run(java() + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-                  "--partitions", "3", "--replication-factor", "1"])
+    create_topic(java(), bootstrap, topic, 3)
     out = run(java() + ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
                         "--record-size", "1024", "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
                         "acks=all", "linger.ms=5", "batch.size=65536"])

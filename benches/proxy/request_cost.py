@@ -33,7 +33,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchlib import LIBS, ROOT, TARGET, VERSION, free_port, logger, run, stop_all, wait_healthy
+from benchlib import LIBS, ROOT, TARGET, VERSION, create_topic, free_port, logger, run, stop_all, wait_healthy
 
 JAVA = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", f"{LIBS}/*"]
 
@@ -196,8 +196,7 @@ def main():
             if not bootstrap:
                 raise SystemExit("the harness did not start a cluster")
         name = f"reqcost-{int(time.time())}"
-        run(JAVA + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", name,
-                    "--partitions", "1", "--replication-factor", "1"])
+        create_topic(JAVA, bootstrap, name, 1)
         described = run(JAVA + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--describe", "--topic", name])
         m = re.search(r"TopicId:\s*(\S+)", described)
         if not m:
