@@ -16,7 +16,10 @@ and through kafka-mirror-proxy (release build), side by side.
    consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy, with the producer
    settings of the throughput run (linger.ms=5, batch.size=64 KiB). The maximum is that of this same
    load, measured directly in every round just before that round's two latency runs, with the tool
-   unpaced (--latency-basis e2e, the default): this machine's speed drifts up to 2x within minutes,
+   unpaced (--latency-basis e2e, the default; the same unpaced run through the proxy gives a third
+   throughput ratio, with producer and consumer at once; with --latency-tool go it is bound by the
+   round trip as well, since franz-go's idempotent producer keeps one Produce request in flight per
+   broker where Java's keeps five): this machine's speed drifts up to 2x within minutes,
    so the producer's maximum from the throughput phase (--latency-basis producer, the earlier
    method) can be stale by the time the latency runs start. The p99 the proxy adds is also given per round and as
    the median of those pairs, next to the proxy's own p50 / p99 of that run's Produce requests (from
@@ -34,8 +37,9 @@ every round as JSON): throughput proxy/direct ratios, p50/p99/p99.9 end-to-end a
 paths at half of the direct maximum (and at --low-rate), and the proxy's CPU per MB. Everything runs on
 this machine: broker, proxy and client JVMs share its cores, so run it on a quiet machine.
 
-Full run (the command of the latest run BENCHMARKS.md records):
-    python3 benches/proxy/bench.py --records 1000000 --latency-seconds 30 --rounds 5
+Full runs (the commands of the latest runs BENCHMARKS.md records):
+    python3 benches/proxy/bench.py --records 300000 --latency-seconds 30 --rounds 3 --latency-tool go
+    python3 benches/proxy/bench.py --records 1000000 --latency-seconds 30 --rounds 3 --latency-tool go --latency-basis producer
 With --pin-proxy-cpu CPU, the proxy runs on that CPU alone and the broker and every client JVM on the
 others (taskset), in both paths: the proxy then takes no CPU from them, as on a host of its own.
 Smoke run (only checks that the script works; its numbers mean nothing):
@@ -194,29 +198,37 @@ def main():
                 rounds[name].append({"produce": p, "consume": c, "cpu_produce_ms_per_mb": (cpu1 - cpu0) * 1000 / mb,
                                      "cpu_consume_ms_per_mb": (cpu2 - cpu1) * 1000 / mb})
         direct_rps = statistics.median(x["produce"]["rps"] for x in rounds["direct"])
-        # With --latency-basis e2e, every round first measures the end-to-end load's own maximum
-        # directly (the latency tool unpaced: asked for ten times the producer's maximum, it sends as
-        # fast as the producer's buffer drains) and runs both paths at half of it right after: this
-        # machine's speed drifts within minutes, so a maximum measured in the throughput phase would
-        # be stale by then.
+        # With --latency-basis e2e, every round first measures the end-to-end load's own maximum on
+        # both paths (the latency tool unpaced: asked for ten times the producer's maximum, it sends as
+        # fast as the producer's buffer drains) and runs both paths at half of the direct one right
+        # after: this machine's speed drifts within minutes, so a maximum measured in the throughput
+        # phase would be stale by then.
         rates = []
         for r in range(args.rounds):
+            order = [("direct", bootstrap), ("proxy", via)]
+            if r % 2:
+                order.reverse()
             if args.latency_basis == "e2e":
-                topic = f"bench-e2e-max-{tag}-{r}"
-                create_topic(java(), bootstrap, topic, args.partitions)
-                log(f"round {r + 1}, direct: end-to-end maximum (unpaced latency tool, {args.latency_seconds} s)")
-                m = latency(bootstrap, topic, int(direct_rps * 10), args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS,
-                            THROUGHPUT_BATCH_SIZE)
-                delete_topic(java(), bootstrap, topic)
-                # Records the consumer had not read within the tool's grace period do not count.
-                rounds["direct"][r]["e2e_max_rps"] = m["rate_achieved"] * min(1.0, m["received"] / max(1, m["sent"]))
+                # Both paths unpaced, in this round's order: the direct one gives the latency runs'
+                # rate, and the pair is a throughput ratio with producer and consumer running at once,
+                # from a client that takes less of the shared cores than Kafka's Java perf tools.
+                for name, target in order:
+                    topic = f"bench-e2e-max-{name}-{tag}-{r}"
+                    create_topic(java(), bootstrap, topic, args.partitions)
+                    log(f"round {r + 1}, {name}: end-to-end maximum (unpaced latency tool, {args.latency_seconds} s)")
+                    cpu0 = cpu_seconds(proxy.pid)
+                    m = latency(target, topic, int(direct_rps * 10), args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS,
+                                THROUGHPUT_BATCH_SIZE)
+                    cpu = cpu_seconds(proxy.pid) - cpu0
+                    delete_topic(java(), bootstrap, topic)
+                    # Records the consumer had not read within the tool's grace period do not count.
+                    rounds[name][r]["e2e_max_rps"] = m["rate_achieved"] * min(1.0, m["received"] / max(1, m["sent"]))
+                    if name == "proxy":
+                        rounds[name][r]["cpu_e2e_max_ms_per_mb"] = cpu * 1000 / (m["sent_all"] * args.record_size * 2 / 1e6)
                 rate = int(rounds["direct"][r]["e2e_max_rps"] / 2)
             else:
                 rate = int(direct_rps / 2)
             rates.append(rate)
-            order = [("direct", bootstrap), ("proxy", via)]
-            if r % 2:
-                order.reverse()
             for name, target in order:
                 rounds[name][r]["latency_rate"] = rate
                 topic = f"bench-latency-{name}-{tag}-{r}"
@@ -261,7 +273,8 @@ def main():
         ("consumer throughput, MB/s", f"{d['consume']['mbps']:.1f}", f"{x['consume']['mbps']:.1f}", ratio(d['consume']['mbps'], x['consume']['mbps'])),
         ("consumer throughput after the group join (fetch phase), MB/s", f"{d['consume']['fetch_mbps']:.1f}", f"{x['consume']['fetch_mbps']:.1f}",
          ratio(d['consume']['fetch_mbps'], x['consume']['fetch_mbps'])),
-        *([("direct end-to-end maximum (unpaced latency tool), records/s", f"{d['e2e_max_rps']:.0f}", "", "")] if "e2e_max_rps" in d else []),
+        *([("end-to-end maximum (unpaced latency tool: producer and consumer at once), records/s", f"{d['e2e_max_rps']:.0f}",
+            f"{x['e2e_max_rps']:.0f}", ratio(d['e2e_max_rps'], x['e2e_max_rps']))] if "e2e_max_rps" in d else []),
         (f"end-to-end latency at {basis} ({rate_text} records/s, linger.ms={THROUGHPUT_LINGER_MS}): p50, ms", lat(d, "e2e_p50_us"), lat(x, "e2e_p50_us"), ""),
         ("end-to-end latency p99, ms", lat(d, "e2e_p99_us"), lat(x, "e2e_p99_us"), f"{(x['latency']['e2e_p99_us'] - d['latency']['e2e_p99_us']) / 1000:+.2f} ms"),
         ("end-to-end latency p99.9, ms", lat(d, "e2e_p999_us"), lat(x, "e2e_p999_us"), ""),
@@ -278,6 +291,8 @@ def main():
          f"{x['latency']['sent']:.0f} / {x['latency']['received']:.0f}", ""),
         ("proxy CPU per MB produced / consumed, ms", "", f"{x['cpu_produce_ms_per_mb']:.2f} / {x['cpu_consume_ms_per_mb']:.2f}", ""),
         ("proxy CPU per MB in the latency run (in + out), ms", "", f"{x['cpu_latency_ms_per_mb']:.2f}", ""),
+        *([("proxy CPU per MB at the end-to-end maximum (in + out), ms", "", f"{x['cpu_e2e_max_ms_per_mb']:.2f}", "")]
+          if "cpu_e2e_max_ms_per_mb" in x else []),
     ]
     table = ["| measure | direct | through the proxy | proxy / direct |", "|---|---|---|---|"]
     table += [f"| {a} | {b} | {c} | {r} |" for a, b, c, r in rows]

@@ -69,12 +69,18 @@ def stop_all(processes, timeout=60):
             p.kill()
 
 
+# Broker properties of every benchmark cluster. The scripts delete each topic once measured
+# (delete_topic); with Kafka's default delay of 60 s, the broker would unlink its gigabytes of files
+# in the middle of a later run, often the other path's.
+BENCH_BROKER_PROPS = ("log.segment.delete.delay.ms=0",)
+
+
 def harness_up(name, prefix=(), props=()):
     """Starts a 1-broker cluster with `kafka-harness up` (release build), run under `prefix` (e.g.
-    taskset) with extra broker properties `props` (KEY=VALUE); it runs until stopped. Its bootstrap
-    comes from bootstrap_of."""
+    taskset) with BENCH_BROKER_PROPS and extra broker properties `props` (KEY=VALUE); it runs until
+    stopped. Its bootstrap comes from bootstrap_of."""
     cmd = list(prefix) + [str(TARGET / "release/kafka-harness"), "up", "--name", name, "--version", VERSION]
-    for p in props:
+    for p in BENCH_BROKER_PROPS + tuple(props):
         cmd += ["--prop", p]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
 
@@ -151,7 +157,7 @@ def create_topic(java_cmd, bootstrap, topic, partitions):
 def delete_topic(java_cmd, bootstrap, topic):
     """Deletes a topic once measured: at half of a fast machine's end-to-end maximum, one round of
     latency runs writes some 15 GB, and a 5-round bench.py run that kept its topics filled the disk
-    (74 GB)."""
+    (74 GB). The broker unlinks the files at once (BENCH_BROKER_PROPS), before the next run starts."""
     run(java_cmd + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--delete", "--topic", topic])
 
 
