@@ -40,6 +40,7 @@ this machine: broker, proxy and client JVMs share its cores, so run it on a quie
 Full runs (the commands of the latest runs BENCHMARKS.md records):
     python3 benches/proxy/bench.py --records 300000 --latency-seconds 30 --rounds 3 --latency-tool go
     python3 benches/proxy/bench.py --records 1000000 --latency-seconds 30 --rounds 3 --latency-tool go --latency-basis producer
+    python3 benches/proxy/bench.py --records 1000000 --latency-seconds 30 --rounds 3 --latency-tool go --latency-basis producer --pin-proxy-cpu 1
 With --pin-proxy-cpu CPU, the proxy runs on that CPU alone and the broker and every client JVM on the
 others (taskset), in both paths: the proxy then takes no CPU from them, as on a host of its own.
 Smoke run (only checks that the script works; its numbers mean nothing):
