@@ -113,11 +113,16 @@ def consume(bootstrap, topic, records):
 THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE = 5, 65536
 
 
-def latency(bootstrap, topic, rate, seconds, size, linger_ms=0, batch_size=16384):
-    out = run(latency_command(LATENCY_TOOL[0], CLIENT_PREFIX) + ["--bootstrap", bootstrap, "--topic", topic,
+def latency(admin, partitions, target, topic, rate, seconds, size, linger_ms=0, batch_size=16384):
+    """One run of the latency tool against `target` into a fresh `topic` of `partitions`, created and
+    deleted through the `admin` bootstrap (the broker directly, so that the proxy's CPU and request
+    durations around the run count the tool's traffic only)."""
+    create_topic(java(), admin, topic, partitions)
+    out = run(latency_command(LATENCY_TOOL[0], CLIENT_PREFIX) + ["--bootstrap", target, "--topic", topic,
                       "--rate", str(rate), "--duration-s", str(seconds), "--warmup-s", "5", "--record-size", str(size),
                       "--linger-ms", str(linger_ms), "--batch-size", str(batch_size)],
               timeout=seconds + 180)
+    delete_topic(java(), admin, topic)
     return json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
 
 
@@ -214,14 +219,11 @@ def main():
                 # rate, and the pair is a throughput ratio with producer and consumer running at once,
                 # from a client that takes less of the shared cores than Kafka's Java perf tools.
                 for name, target in order:
-                    topic = f"bench-e2e-max-{name}-{tag}-{r}"
-                    create_topic(java(), bootstrap, topic, args.partitions)
                     log(f"round {r + 1}, {name}: end-to-end maximum (unpaced latency tool, {args.latency_seconds} s)")
                     cpu0 = cpu_seconds(proxy.pid)
-                    m = latency(target, topic, int(direct_rps * 10), args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS,
-                                THROUGHPUT_BATCH_SIZE)
+                    m = latency(bootstrap, args.partitions, target, f"bench-e2e-max-{name}-{tag}-{r}", int(direct_rps * 10), args.latency_seconds,
+                                args.record_size, THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE)
                     cpu = cpu_seconds(proxy.pid) - cpu0
-                    delete_topic(java(), bootstrap, topic)
                     # Records the consumer had not read within the tool's grace period do not count.
                     rounds[name][r]["e2e_max_rps"] = m["rate_achieved"] * min(1.0, m["received"] / max(1, m["sent"]))
                     if name == "proxy":
@@ -232,13 +234,11 @@ def main():
             rates.append(rate)
             for name, target in order:
                 rounds[name][r]["latency_rate"] = rate
-                topic = f"bench-latency-{name}-{tag}-{r}"
-                create_topic(java(), bootstrap, topic, args.partitions)
                 log(f"round {r + 1}, {name}: end-to-end latency at {rate} records/s for {args.latency_seconds} s")
                 cpu0 = cpu_seconds(proxy.pid)
                 durations0 = request_durations(metrics_url)
-                lat_result = latency(target, topic, rate, args.latency_seconds, args.record_size, THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE)
-                delete_topic(java(), bootstrap, topic)
+                lat_result = latency(bootstrap, args.partitions, target, f"bench-latency-{name}-{tag}-{r}", rate, args.latency_seconds,
+                                     args.record_size, THROUGHPUT_LINGER_MS, THROUGHPUT_BATCH_SIZE)
                 if name == "proxy":
                     # The proxy's own view of the same run: each Produce request's time from its
                     # forwarding to its response written (broker included), as a bucket bound.
@@ -249,10 +249,8 @@ def main():
                 lat_result["cpu_ms_per_mb"] = (cpu_seconds(proxy.pid) - cpu0) * 1000 / (lat_result["sent_all"] * args.record_size * 2 / 1e6)
                 rounds[name][r]["latency"] = lat_result
                 log(f"round {r + 1}, {name}: end-to-end latency at {args.low_rate} records/s for {args.latency_seconds} s")
-                topic = f"bench-latency-low-{name}-{tag}-{r}"
-                create_topic(java(), bootstrap, topic, args.partitions)
-                rounds[name][r]["latency_low"] = latency(target, topic, args.low_rate, args.latency_seconds, args.record_size)
-                delete_topic(java(), bootstrap, topic)
+                rounds[name][r]["latency_low"] = latency(bootstrap, args.partitions, target, f"bench-latency-low-{name}-{tag}-{r}", args.low_rate,
+                                                         args.latency_seconds, args.record_size)
         results = {name: merge(rs) for name, rs in rounds.items()}
         results["rounds"] = rounds
     finally:
