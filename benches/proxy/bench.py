@@ -5,6 +5,7 @@ and through kafka-mirror-proxy (release build), side by side.
     python3 benches/proxy/bench.py [--records 400000] [--record-size 1024] [--partitions 3]
                                    [--latency-seconds 30] [--rounds 2] [--out target/bench/proxy.md]
                                    [--pin-proxy-cpu CPU] [--latency-tool java|go]
+                                   [--proxy-tcp-congestion NAME]
 
 1. Producer throughput: Kafka's ProducerPerformance at full speed (acks=all, linger.ms=5,
    batch.size=64 KiB), direct then through the proxy, each into its own fresh topic.
@@ -59,7 +60,8 @@ import time
 from pathlib import Path
 
 from benchlib import (JAVA, LATENCY_TOOLS, ROOT, TARGET, VERSION, bootstrap_of, create_topic, cpu_seconds, delete_topic, duration_quantile,
-                      harness_up, latency_command, logger, pin_prefixes, request_durations, run, start_proxy, stop_all)
+                      harness_up, latency_command, logger, pin_prefixes, request_durations, run, start_proxy, stop_all,
+                      system_congestion_control)
 
 # With --pin-proxy-cpu: `taskset -c CPUS` for the broker and the client JVMs (every CPU but the proxy's).
 CLIENT_PREFIX = []
@@ -157,6 +159,9 @@ def main():
     ap.add_argument("--latency-tool", choices=LATENCY_TOOLS, default="java",
                     help="the end-to-end latency tool: ProxyLatency.java (Kafka's Java clients) or latency-go (franz-go, "
                          "less CPU and no JVM pauses in the measuring client)")
+    ap.add_argument("--proxy-tcp-congestion", metavar="NAME",
+                    help="the proxy's proxy.tcp_congestion_control (e.g. cubic); default: the system's, as for the broker "
+                         "and the clients, which keep it in both paths")
     args = ap.parse_args()
     CLIENT_PREFIX[:], proxy_prefix = pin_prefixes(args.pin_proxy_cpu)
     LATENCY_TOOL[:] = [args.latency_tool]
@@ -176,7 +181,7 @@ def main():
             cluster = harness_up("bench", CLIENT_PREFIX)
             started.append(cluster)
             bootstrap = bootstrap_of(cluster)
-        proxy, via, metrics = start_proxy(TARGET / "release/kafka-mirror-proxy", bootstrap, proxy_prefix)
+        proxy, via, metrics = start_proxy(TARGET / "release/kafka-mirror-proxy", bootstrap, proxy_prefix, args.proxy_tcp_congestion)
         started.append(proxy)
         metrics_url = f"http://127.0.0.1:{metrics}/metrics"
         tag = str(int(time.time()))
@@ -293,7 +298,11 @@ def main():
         *([("proxy CPU per MB at the end-to-end maximum (in + out), ms", "", f"{x['cpu_e2e_max_ms_per_mb']:.2f}", "")]
           if "cpu_e2e_max_ms_per_mb" in x else []),
     ]
-    table = ["| measure | direct | through the proxy | proxy / direct |", "|---|---|---|---|"]
+    system_cc = system_congestion_control()
+    table = [f"TCP congestion control: {system_cc} for the broker and the clients (the system's default); "
+             f"{args.proxy_tcp_congestion or system_cc} for the proxy's connections"
+             f"{' (proxy.tcp_congestion_control)' if args.proxy_tcp_congestion else ''}.", "",
+             "| measure | direct | through the proxy | proxy / direct |", "|---|---|---|---|"]
     table += [f"| {a} | {b} | {c} | {r} |" for a, b, c, r in rows]
     # The rounds pair a direct and a proxy run minutes apart; the difference within a round is less
     # exposed to the machine's drift than the difference of the two medians.

@@ -47,6 +47,15 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+def system_congestion_control():
+    """The TCP congestion control algorithm new sockets get on this machine (the broker's and the
+    clients' in both paths), for the report."""
+    try:
+        return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
 def pin_prefixes(proxy_cpu):
     """For --pin-proxy-cpu: the command prefixes (`taskset -c ...`) that put the broker and clients
     on every CPU but `proxy_cpu`, and the proxy on `proxy_cpu` alone; empty prefixes for None."""
@@ -93,14 +102,17 @@ def bootstrap_of(cluster):
     return line.strip().split("=", 1)[1]
 
 
-def start_proxy(binary, bootstrap, prefix=()):
+def start_proxy(binary, bootstrap, prefix=(), tcp_congestion=None):
     """Starts the proxy `binary` in front of `bootstrap` (mirroring off, one listener port per broker
-    picked by the system, proxy.yaml for the rest) under `prefix`, and waits until it is healthy.
-    Returns (process, its bootstrap address, its metrics port)."""
+    picked by the system, proxy.tcp_congestion_control = `tcp_congestion` if given, proxy.yaml for
+    the rest) under `prefix`, and waits until it is healthy. Returns (process, its bootstrap address,
+    its metrics port)."""
     port, metrics = free_port(), free_port()
     env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
                KMP_MIRRORS__ENABLED="false", KMP_DESTINATION__BOOTSTRAP_SERVERS=bootstrap,
                KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
+    if tcp_congestion:
+        env["KMP_PROXY__TCP_CONGESTION_CONTROL"] = tcp_congestion
     proc = subprocess.Popen(list(prefix) + [str(binary), "--config", str(ROOT / "proxy.yaml")], env=env, cwd=ROOT)
     wait_healthy(f"http://127.0.0.1:{metrics}/health")
     return proc, f"127.0.0.1:{port}", metrics

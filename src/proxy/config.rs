@@ -45,6 +45,8 @@ pub const DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION: usize = 64;
 /// Most runtime worker threads `proxy.worker_threads` takes (far above any useful count; a typo of
 /// an extra digit gets an error instead of thousands of threads).
 pub const MAX_WORKER_THREADS: usize = 1024;
+/// Longest `proxy.tcp_congestion_control` Linux takes (its `TCP_CA_NAME_MAX` less the final zero).
+pub const MAX_CONGESTION_NAME_LEN: usize = 15;
 /// Default time sessions get to finish their in-flight requests on SIGTERM, ms.
 pub const DEFAULT_SHUTDOWN_GRACE_PERIOD_MS: u64 = 30_000;
 /// Default TCP connect timeout to a destination broker, ms.
@@ -195,6 +197,12 @@ pub struct ListenerConfig {
     /// worse, since a preempted thread then stalls every connection (BENCHMARKS.md, "Worker threads").
     #[serde(default)]
     pub worker_threads: Option<usize>,
+    /// TCP congestion control algorithm of the proxy's connections to clients and to brokers (e.g.
+    /// `cubic`); unset or empty: the system's default. With BBR the kernel paces each socket with a
+    /// timer unless the interface's queueing discipline is `fq`, which costs the proxy twice (it sends
+    /// every byte again); see src/proxy/sockopt.rs and BENCHMARKS.md, "TCP congestion control".
+    #[serde(default)]
+    pub tcp_congestion_control: Option<String>,
     /// TLS on every client listener (bootstrap and brokers). None: plaintext.
     #[serde(default)]
     pub tls: Option<ListenerTlsConfig>,
@@ -521,6 +529,8 @@ pub struct ProxySettings {
     pub shutdown_grace_period: Duration,
     /// Runtime worker threads (`None`: one per CPU).
     pub worker_threads: Option<usize>,
+    /// TCP congestion control of the proxy's connections (`None`: the system's default).
+    pub tcp_congestion_control: Option<String>,
     /// Destination bootstrap `host:port` list.
     pub bootstrap_servers: Vec<String>,
     /// TCP connect timeout to brokers.
@@ -573,6 +583,7 @@ impl ProxySettings {
                 max_in_flight_per_connection: DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
                 shutdown_grace_period_ms: DEFAULT_SHUTDOWN_GRACE_PERIOD_MS,
                 worker_threads: None,
+                tcp_congestion_control: None,
                 tls: None,
             },
             destination: DestinationConfig {
@@ -621,7 +632,7 @@ impl ProxySettings {
         format!(
             "listen={} advertised_host={} broker_port_base={} destination={} destination_tls={destination_tls} \
              destination_sasl={destination_sasl} metrics_listen={} max_frame_bytes={} max_connections={} \
-             max_in_flight_per_connection={} worker_threads={} refusal_error_code={} static_mirror_topics={} tls={} mirror_acls={}",
+             max_in_flight_per_connection={} worker_threads={} tcp_congestion_control={} refusal_error_code={} static_mirror_topics={} tls={} mirror_acls={}",
             self.listen,
             self.advertised_host,
             self.broker_port_base.map_or("free".to_owned(), |p| p.to_string()),
@@ -631,6 +642,7 @@ impl ProxySettings {
             self.max_connections,
             self.max_in_flight_per_connection,
             self.worker_threads.map_or("one per CPU".to_owned(), |n| n.to_string()),
+            self.tcp_congestion_control.as_deref().unwrap_or("system default"),
             self.refusal_error_code,
             self.static_mirror_topics.len(),
             self.tls.as_ref().map_or("off".to_owned(), |(c, _)| format!("on ({})", c.display())),
@@ -735,6 +747,15 @@ impl ProxyConfig {
         }
         if let Some(n) = self.proxy.worker_threads.filter(|n| !(1..=MAX_WORKER_THREADS).contains(n)) {
             problem("proxy.worker_threads", format!("{n} is outside 1..={MAX_WORKER_THREADS}"));
+        }
+        let tcp_congestion_control = self.proxy.tcp_congestion_control.as_deref().map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned);
+        if let Some(name) = &tcp_congestion_control {
+            if name.len() > MAX_CONGESTION_NAME_LEN || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+                problem(
+                    "proxy.tcp_congestion_control",
+                    format!("{name:?} is not an algorithm name (at most {MAX_CONGESTION_NAME_LEN} letters, digits, `_` or `-`; e.g. cubic)"),
+                );
+            }
         }
         for (key, ms) in [
             ("destination.connect_timeout_ms", self.destination.connect_timeout_ms),
@@ -858,6 +879,7 @@ impl ProxyConfig {
             max_in_flight_per_connection: self.proxy.max_in_flight_per_connection,
             shutdown_grace_period: Duration::from_millis(self.proxy.shutdown_grace_period_ms),
             worker_threads: self.proxy.worker_threads,
+            tcp_congestion_control,
             bootstrap_servers,
             connect_timeout: Duration::from_millis(self.destination.connect_timeout_ms),
             startup_timeout: Duration::from_millis(self.destination.startup_timeout_ms),
@@ -1068,6 +1090,21 @@ mod tests {
         }
         let err = load(MINIMAL, &[("KMP_PROXY__WORKER_THREADS", "many")]).unwrap_err();
         assert!(err.to_string().contains("worker_threads"), "{err}");
+    }
+
+    #[test]
+    fn tcp_congestion_control_defaults_to_the_system_and_takes_only_algorithm_names() {
+        assert_eq!(load(MINIMAL, &[]).unwrap().tcp_congestion_control, None);
+        // Empty (an environment override clearing a value from the file) means the system's default.
+        let yaml = MINIMAL.replacen("proxy:\n", "proxy:\n  tcp_congestion_control: cubic\n", 1);
+        assert_eq!(load(&yaml, &[]).unwrap().tcp_congestion_control.as_deref(), Some("cubic"));
+        assert_eq!(load(&yaml, &[("KMP_PROXY__TCP_CONGESTION_CONTROL", "")]).unwrap().tcp_congestion_control, None);
+        assert_eq!(load(MINIMAL, &[("KMP_PROXY__TCP_CONGESTION_CONTROL", " reno ")]).unwrap().tcp_congestion_control.as_deref(), Some("reno"));
+        for bad in ["cubic; rm", "a-name-longer-than-15", "bbr/x"] {
+            let err = load(MINIMAL, &[("KMP_PROXY__TCP_CONGESTION_CONTROL", bad)]).unwrap_err();
+            assert_eq!(err.problems()[0].key, "proxy.tcp_congestion_control", "{err}");
+            assert!(err.to_string().contains("is not an algorithm name"), "{err}");
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! ```
 //!
 //! Files: [`config`] (YAML + env), `server` (start, drain), `listener` (accept loops), `session`
-//! (one client connection), `upstream` (broker connections), `registry` (brokers and listeners),
+//! (one client connection), `upstream` (broker connections), `sockopt` (their TCP options), `registry` (brokers and listeners),
 //! `mirror_apis` (the seam to the mirror admin APIs, answered by `src/admin`), `cancel` (a shutdown
 //! signal cheap to poll per request),
 //! `wire` and `requests` (reading untrusted requests), `policy` (what is refused), `rewrite`
@@ -41,6 +41,7 @@ mod requests;
 mod rewrite;
 mod server;
 mod session;
+mod sockopt;
 mod splice;
 mod stream;
 mod tls;
@@ -54,6 +55,7 @@ pub use metrics::Metrics;
 pub use policy::{LOCAL_TOPIC_CONFIGS, WritePolicy};
 pub use requests::{ScanError, TopicRef};
 pub use server::{Proxy, run};
+pub use sockopt::check_system;
 pub use versions::{cap_api_versions, is_supported, proxy_range};
 pub use wire::{RequestHead, WireError};
 

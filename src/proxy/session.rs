@@ -142,7 +142,7 @@ struct SessionState {
 
 /// Serves one client connection until it closes, fails, or the proxy shuts down.
 pub(crate) async fn run_session(shared: Arc<Shared>, socket: TcpStream, peer: SocketAddr, target: Target, shutdown: CancellationToken) {
-    let _ = socket.set_nodelay(true);
+    super::sockopt::tune(&socket, shared.settings.tcp_congestion_control.as_deref());
     shared.metrics.connections_active.fetch_add(1, Ordering::Relaxed);
     inc(&shared.metrics.connections_total);
     let result = serve(&shared, socket, target, &shutdown).await;

@@ -40,7 +40,7 @@ pub(crate) async fn connect(shared: &Arc<Shared>, target: Target) -> Result<(May
     for addr in &candidates {
         match tokio::time::timeout(shared.settings.connect_timeout, TcpStream::connect(addr.as_str())).await {
             Ok(Ok(stream)) => {
-                let _ = stream.set_nodelay(true);
+                super::sockopt::tune(&stream, shared.settings.tcp_congestion_control.as_deref());
                 let Some(tls) = &shared.upstream_tls else {
                     return Ok((MaybeTlsStream::Plain(stream), addr.clone()));
                 };

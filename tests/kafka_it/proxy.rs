@@ -808,6 +808,8 @@ fn the_binary_names_the_key_of_a_bad_configuration() {
         ("bad address", good(&dead).replace("127.0.0.1:0", "not-an-address"), vec![], "proxy.listen"),
         ("bad env address", good(&dead), vec![("KMP_ADMIN__METRICS_LISTEN", "nowhere")], "admin.metrics_listen"),
         ("unreachable destination", good(&dead), vec![], "destination.bootstrap_servers"),
+        ("unknown congestion control", good(&dead), vec![("KMP_PROXY__TCP_CONGESTION_CONTROL", "no_such_algo")], "no_such_algo\" (this system has: "),
+        ("bad congestion control name", good(&dead), vec![("KMP_PROXY__TCP_CONGESTION_CONTROL", "reno;x")], "proxy.tcp_congestion_control"),
     ];
     for (label, yaml, env, key) in cases {
         let (cmd, _dir) = proxy_binary(&yaml, &env);
@@ -819,10 +821,36 @@ fn the_binary_names_the_key_of_a_bad_configuration() {
     }
 }
 
+/// The congestion control algorithm of each established TCP socket of process `pid`, as `ss` shows
+/// it: (local address, peer address, algorithm).
+fn congestion_of(pid: u32) -> Vec<(String, String, String)> {
+    let out = Command::new("ss").args(["-tinpH", "state", "established"]).output().expect("ss (iproute2, which .ci/run installs)");
+    assert!(out.status.success(), "ss: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut sockets = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        // Each socket is a line (queues, local, peer, process) and an indented line of TCP details,
+        // the algorithm first.
+        let info = lines.next_if(|l| l.starts_with('\t')).unwrap_or_default();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() >= 5 && line.contains(&format!("pid={pid},")) {
+            sockets.push((fields[2].to_owned(), fields[3].to_owned(), info.split_whitespace().next().unwrap_or_default().to_owned()));
+        }
+    }
+    sockets
+}
+
 /// The binary serves clients, reports health, and on SIGTERM drains and exits 0. It runs with
-/// `proxy.worker_threads: 1` (from the environment), and its runtime reports one worker thread.
+/// `proxy.worker_threads: 1` (from the environment), and its runtime reports one worker thread. It
+/// also runs with `proxy.tcp_congestion_control` set to an algorithm other than the system's: a
+/// client's connection to the proxy and the proxy's connection to a broker for it use that one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_and_drains_on_sigterm() {
+    let system = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").expect("the system's algorithm").trim().to_owned();
+    // `reno` is always there and allowed; `cubic` (for a system whose default is reno) needs root or
+    // the sysctl's allowed list, as CI has.
+    let algorithm = if system == "reno" { "cubic" } else { "reno" };
     let (port, metrics_port) = (free_port(), free_port());
     let yaml = "proxy:\n  listen: \"127.0.0.1:1\"\ndestination:\n  bootstrap_servers: \"127.0.0.1:1\"\n";
     let bootstrap = format!("127.0.0.1:{port}");
@@ -832,6 +860,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
         ("KMP_DESTINATION__BOOTSTRAP_SERVERS", &destination().bootstrap()),
         ("KMP_ADMIN__METRICS_LISTEN", &format!("127.0.0.1:{metrics_port}")),
         ("KMP_PROXY__WORKER_THREADS", "1"),
+        ("KMP_PROXY__TCP_CONGESTION_CONTROL", algorithm),
     ];
     let (mut cmd, _dir) = proxy_binary(yaml, &env);
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
@@ -863,6 +892,17 @@ async fn the_binary_serves_and_drains_on_sigterm() {
 
     // An idle client connection stays open during the drain and is closed by it.
     let idle = connect(&bootstrap).await;
+    let sockets = congestion_of(child.id());
+    let accepted: Vec<_> = sockets.iter().filter(|(local, _, _)| *local == bootstrap).collect();
+    assert!(!accepted.is_empty() && accepted.iter().all(|(_, _, a)| a == algorithm), "client side: {sockets:?}");
+    let broker_ports: Vec<String> = destination().bootstrap().split(',').filter_map(|a| a.rsplit_once(':')).map(|(_, p)| format!(":{p}")).collect();
+    assert!(
+        sockets.iter().any(|(_, peer, a)| a == algorithm && broker_ports.iter().any(|p| peer.ends_with(p.as_str()))),
+        "no connection to a broker ({broker_ports:?}) with {algorithm}: {sockets:?}"
+    );
+    // The proxy's own metadata connection (src/client) keeps the system's: only the connections that
+    // carry clients' traffic are tuned.
+    assert!(sockets.iter().any(|(_, _, a)| *a == system), "{sockets:?}");
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
     assert!(status.success());
     let start = Instant::now();
