@@ -5,9 +5,9 @@
 //! packet counts twice. With BBR and a queueing discipline that does not pace (anything but `fq`, and
 //! always on loopback), Linux paces every socket itself with a high-resolution timer per burst. In a
 //! virtual machine, arming that timer traps to the hypervisor: in a profile of the proxy while a
-//! consumer read through it, `tcp_write_xmit` alone had a fifth of the samples. With `cubic` on the
+//! consumer read through it, a sixth of the samples were under `tcp_write_xmit`. With `cubic` on the
 //! proxy's sockets (the broker and the client kept the system's `bbr`), the proxy's CPU per MB
-//! consumed fell from about 0.39 to 0.23 ms (BENCHMARKS.md, "TCP congestion control"). A loss-based
+//! consumed fell from about 0.38 to 0.22 ms (BENCHMARKS.md, "TCP congestion control"). A loss-based
 //! algorithm (`cubic`, `reno`) does not pace. Which is right depends on the network between the
 //! proxy and its peers, so the system's default stays unless the operator names one.
 //!
