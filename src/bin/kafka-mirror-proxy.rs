@@ -78,9 +78,6 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(&e.to_string()),
     };
-    if let Err(e) = kafka_mirror_proxy::proxy::check_system(&settings) {
-        return fail(&chain(&e));
-    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

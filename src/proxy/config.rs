@@ -755,6 +755,13 @@ impl ProxyConfig {
                     "proxy.tcp_congestion_control",
                     format!("{name:?} is not an algorithm name (at most {MAX_CONGESTION_NAME_LEN} letters, digits, `_` or `-`; e.g. cubic)"),
                 );
+            } else if let Err(e) = super::sockopt::check_congestion(name) {
+                // Like a host name, only this system can tell: tried on a socket of the process's own.
+                let (available, allowed) = super::sockopt::congestion_choices();
+                problem(
+                    "proxy.tcp_congestion_control",
+                    format!("cannot use {name:?} (this system has: {available}; allowed without CAP_NET_ADMIN: {allowed}): {e}"),
+                );
             }
         }
         for (key, ms) in [
@@ -1096,8 +1103,9 @@ mod tests {
     fn tcp_congestion_control_defaults_to_the_system_and_takes_only_algorithm_names() {
         assert_eq!(load(MINIMAL, &[]).unwrap().tcp_congestion_control, None);
         // Empty (an environment override clearing a value from the file) means the system's default.
-        let yaml = MINIMAL.replacen("proxy:\n", "proxy:\n  tcp_congestion_control: cubic\n", 1);
-        assert_eq!(load(&yaml, &[]).unwrap().tcp_congestion_control.as_deref(), Some("cubic"));
+        // `reno` is in every Linux kernel and allowed to every process, so this loads anywhere.
+        let yaml = MINIMAL.replacen("proxy:\n", "proxy:\n  tcp_congestion_control: reno\n", 1);
+        assert_eq!(load(&yaml, &[]).unwrap().tcp_congestion_control.as_deref(), Some("reno"));
         assert_eq!(load(&yaml, &[("KMP_PROXY__TCP_CONGESTION_CONTROL", "")]).unwrap().tcp_congestion_control, None);
         assert_eq!(load(MINIMAL, &[("KMP_PROXY__TCP_CONGESTION_CONTROL", " reno ")]).unwrap().tcp_congestion_control.as_deref(), Some("reno"));
         for bad in ["cubic; rm", "a-name-longer-than-15", "bbr/x"] {
@@ -1105,6 +1113,9 @@ mod tests {
             assert_eq!(err.problems()[0].key, "proxy.tcp_congestion_control", "{err}");
             assert!(err.to_string().contains("is not an algorithm name"), "{err}");
         }
+        let err = load(MINIMAL, &[("KMP_PROXY__TCP_CONGESTION_CONTROL", "no_such_algo")]).unwrap_err();
+        assert_eq!(err.problems()[0].key, "proxy.tcp_congestion_control", "{err}");
+        assert!(err.to_string().contains("cannot use \"no_such_algo\" (this system has: "), "{err}");
     }
 
     #[test]

@@ -42,10 +42,6 @@ pub enum ProxyError {
         key: &'static str,
         reason: String,
     },
-    /// `proxy.tcp_congestion_control` names an algorithm this system does not have, or does not
-    /// allow this process to use.
-    #[error("proxy.tcp_congestion_control: cannot use {name:?} (this system has: {available}; allowed without CAP_NET_ADMIN: {allowed})")]
-    TcpCongestion { name: String, available: String, allowed: String, source: std::io::Error },
     /// The listener of one broker cannot be created (port taken, or out of range).
     #[error("proxy.broker_port_base: no listener for broker {node_id} ({reason})")]
     BrokerListener { node_id: i32, reason: String },
@@ -59,7 +55,6 @@ impl ProxyError {
             Self::DestinationUnreachable { .. } => "destination.bootstrap_servers",
             Self::DestinationRefused { key, .. } => key,
             Self::BrokerListener { .. } => "proxy.broker_port_base",
-            Self::TcpCongestion { .. } => "proxy.tcp_congestion_control",
             Self::Tls { key, .. } => key,
         }
     }

@@ -55,7 +55,6 @@ pub use metrics::Metrics;
 pub use policy::{LOCAL_TOPIC_CONFIGS, WritePolicy};
 pub use requests::{ScanError, TopicRef};
 pub use server::{Proxy, run};
-pub use sockopt::check_system;
 pub use versions::{cap_api_versions, is_supported, proxy_range};
 pub use wire::{RequestHead, WireError};
 

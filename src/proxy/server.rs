@@ -215,7 +215,7 @@ impl Proxy {
     /// [`ProxyError::DestinationUnreachable`] if no destination broker answers within
     /// `destination.startup_timeout_ms`; [`ProxyError::DestinationRefused`] if one refuses the proxy's
     /// credentials or TLS; [`ProxyError::Tls`] for unusable TLS files; [`ProxyError::Bind`] / [`ProxyError::BrokerListener`] if a
-    /// listener cannot be bound; [`ProxyError::TcpCongestion`] as [`super::check_system`].
+    /// listener cannot be bound.
     pub async fn start(settings: ProxySettings, lookup: Arc<dyn MirrorLookup>, shutdown: CancellationToken) -> Result<Self, ProxyError> {
         Self::start_with_admin(settings, lookup, None, shutdown).await
     }
@@ -232,7 +232,6 @@ impl Proxy {
         shutdown: CancellationToken,
     ) -> Result<Self, ProxyError> {
         info!(config = %settings.summary(), "starting");
-        super::sockopt::check_system(&settings)?;
         let tls = match &settings.tls {
             Some((cert, key)) => Some(super::tls::acceptor(cert, key)?),
             None => None,

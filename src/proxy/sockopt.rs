@@ -15,50 +15,29 @@
 
 use tokio::net::TcpStream;
 
-use super::{ProxyError, ProxySettings};
-
 /// Sets the options on a newly connected or accepted socket. Failures are ignored: the algorithm was
-/// checked at startup by [`check_system`], and a socket that refuses an option still works.
+/// checked when the configuration loaded (by [`check_congestion`]), and a socket that refuses an
+/// option still works.
 pub(crate) fn tune(socket: &TcpStream, congestion: Option<&str>) {
     let _ = socket.set_nodelay(true);
     if let Some(name) = congestion {
-        let _ = set_congestion(socket, name);
+        let _ = set_on(&socket2::SockRef::from(socket), name);
     }
 }
 
-/// Checks what of `settings` only this system can tell: that this process may use
-/// `proxy.tcp_congestion_control`, tried on a socket of its own.
-///
-/// # Errors
-/// [`ProxyError::TcpCongestion`] with what the system answered (`ENOENT` for an algorithm it does
-/// not have or cannot load, `EPERM` for one it does not allow to unprivileged processes) and the
-/// algorithms it has and allows.
-pub fn check_system(settings: &ProxySettings) -> Result<(), ProxyError> {
-    let Some(name) = &settings.tcp_congestion_control else {
-        return Ok(());
-    };
-    check_congestion(name).map_err(|source| {
-        let (available, allowed) = congestion_choices();
-        ProxyError::TcpCongestion { name: name.clone(), available, allowed, source }
-    })
-}
-
-/// Sets `name` on a socket of this process's own.
-fn check_congestion(name: &str) -> std::io::Result<()> {
+/// Whether this process may use the algorithm `name`, tried on a socket of its own: `ENOENT` for
+/// one the system does not have (or cannot load), `EPERM` for one it does not allow to
+/// unprivileged processes.
+pub(crate) fn check_congestion(name: &str) -> std::io::Result<()> {
     let socket = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-    let socket = socket2::SockRef::from(&socket);
-    set_on(&socket, name)
+    set_on(&socket2::SockRef::from(&socket), name)
 }
 
 /// The algorithms the system has and the ones it allows to unprivileged processes, as the two
 /// `sysctl` values say (empty where it cannot be read), for error messages.
-fn congestion_choices() -> (String, String) {
+pub(crate) fn congestion_choices() -> (String, String) {
     let read = |name: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).map(|s| s.trim().to_owned()).unwrap_or_default();
     (read("tcp_available_congestion_control"), read("tcp_allowed_congestion_control"))
-}
-
-fn set_congestion(socket: &TcpStream, name: &str) -> std::io::Result<()> {
-    set_on(&socket2::SockRef::from(socket), name)
 }
 
 #[cfg(any(target_os = "linux", target_os = "freebsd"))]
