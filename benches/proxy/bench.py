@@ -12,7 +12,9 @@ and through kafka-mirror-proxy (release build), side by side.
 2. Consumer throughput: Kafka's ConsumerPerformance reading those topics back (whole run, and the
    fetch phase after the group join, which ConsumerPerformance reports apart).
    A warm-up run each way comes first; then --rounds rounds alternate which path goes first, and the
-   table shows medians (every round is in the JSON below it).
+   table shows medians (every round is in the JSON below it). A second table pairs the two paths
+   within each round (they run back to back) and gives the median of those per-round ratios, which
+   the machine's drift between rounds moves less than the ratio of the two medians.
 3. End-to-end latency at half of the direct maximum: benches/proxy/ProxyLatency.java (producer and
    consumer in one JVM, HdrHistogram p50/p99/p99.9), direct then through the proxy, with the producer
    settings of the throughput run (linger.ms=5, batch.size=64 KiB). The maximum is that of this same
@@ -322,6 +324,21 @@ def main():
                          f"{xl['e2e_p50_us'] / 1000:.2f} / {xl['e2e_p99_us'] / 1000:.2f} | {added[-1]:+.2f} | "
                          f"<= {xl.get('proxy_produce_p50_ms')} / <= {xl.get('proxy_produce_p99_ms')} ms |")
     per_round += ["", f"Median p99 added by the proxy, paired by round: {statistics.median(added):+.2f} ms"]
+    # The same pairing for throughput: within a round the two paths run back to back, so their ratio
+    # is less exposed to the machine's drift than the ratio of the two medians in the table above.
+    measures = [("producer", lambda r: r["produce"]["mbps"]), ("consumer", lambda r: r["consume"]["mbps"]),
+                ("consumer fetch phase", lambda r: r["consume"]["fetch_mbps"])]
+    if "e2e_max_rps" in d:
+        measures.append(("end-to-end maximum", lambda r: r["e2e_max_rps"]))
+    pairs = list(zip(results["rounds"]["direct"], results["rounds"]["proxy"]))
+    paired = {name: [get(xr) / get(dr) if get(dr) else float("nan") for dr, xr in pairs] for name, get in measures}
+    per_round += ["", "Per round, throughput through the proxy / direct (MB/s, or records/s for the end-to-end maximum; "
+                  "odd rounds run direct first, even rounds the proxy first):", "",
+                  "| round | " + " | ".join(name for name, _ in measures) + " |", "|---|" + "---|" * len(measures)]
+    for i, (dr, xr) in enumerate(pairs):
+        per_round.append(f"| {i + 1} | " + " | ".join(f"{get(xr):.1f} / {get(dr):.1f} = {paired[name][i]:.3f}" for name, get in measures) + " |")
+    per_round += ["", "Median of the per-round ratios: " + ", ".join(f"{name} {statistics.median(paired[name]):.3f}" for name, _ in measures)]
+    results["paired_ratios"] = paired
     text = "\n".join(table + per_round) + "\n"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text + "\n```json\n" + json.dumps(results, indent=1) + "\n```\n")

@@ -191,10 +191,11 @@ pub struct ListenerConfig {
     /// Time sessions get to finish in-flight requests on SIGTERM/SIGINT, ms (default 30000).
     #[serde(default = "default_grace_ms")]
     pub shutdown_grace_period_ms: u64,
-    /// Threads running the proxy's connections (default: one per CPU the process may use, tokio's
-    /// default). Fewer threads wake each other less: on 2 cores shared with a broker and clients, one
-    /// thread spent 8 to 15% less CPU on the producer path in most runs, but its p99 latency was
-    /// worse, since a preempted thread then stalls every connection (BENCHMARKS.md, "Worker threads").
+    /// Session threads: each client connection is served start to end by one of them, in turn
+    /// (default: one per CPU the process may use). Also the worker count of the runtime running the
+    /// rest (listeners, metadata, metrics, the control plane). Each session thread runs a runtime of
+    /// its own, so threads never wake each other for a connection's work (src/proxy/threads.rs;
+    /// BENCHMARKS.md, "Session threads").
     #[serde(default)]
     pub worker_threads: Option<usize>,
     /// TCP congestion control algorithm of the proxy's connections to clients and to brokers (e.g.
@@ -527,7 +528,7 @@ pub struct ProxySettings {
     pub max_in_flight_per_connection: usize,
     /// Drain time on shutdown.
     pub shutdown_grace_period: Duration,
-    /// Runtime worker threads (`None`: one per CPU).
+    /// Session threads, and the other runtime's workers (`None`: one per CPU).
     pub worker_threads: Option<usize>,
     /// TCP congestion control of the proxy's connections (`None`: the system's default).
     pub tcp_congestion_control: Option<String>,

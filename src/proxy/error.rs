@@ -45,6 +45,9 @@ pub enum ProxyError {
     /// The listener of one broker cannot be created (port taken, or out of range).
     #[error("proxy.broker_port_base: no listener for broker {node_id} ({reason})")]
     BrokerListener { node_id: i32, reason: String },
+    /// The threads serving client connections cannot be started (`proxy.worker_threads` of them).
+    #[error("proxy.worker_threads: cannot start {count} session threads")]
+    SessionThreads { count: usize, source: std::io::Error },
 }
 
 impl ProxyError {
@@ -56,6 +59,7 @@ impl ProxyError {
             Self::DestinationRefused { key, .. } => key,
             Self::BrokerListener { .. } => "proxy.broker_port_base",
             Self::Tls { key, .. } => key,
+            Self::SessionThreads { .. } => "proxy.worker_threads",
         }
     }
 }

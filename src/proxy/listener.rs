@@ -3,13 +3,14 @@
 //! A connection permit (`proxy.max_connections`, shared by all listeners) is acquired *before*
 //! `accept`, so a proxy at its cap leaves further clients in the kernel's backlog instead of
 //! accepting and dropping them. The permit moves into the session task and is released when it ends.
-//! Sessions are spawned on the proxy's task tracker; each gets a child of the shutdown token.
+//! Sessions are spawned on the proxy's task tracker, each on one of the session threads
+//! (`super::threads`, round-robin), and each gets a child of the shutdown token.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span, warn};
 
@@ -63,13 +64,28 @@ pub(crate) async fn run_listener(shared: Arc<Shared>, listener: TcpListener, tar
             }
         };
         debug!(client.addr = %peer, listener = %target, "accepted");
+        // Handed to a session thread as a standard socket, which that thread's runtime registers.
+        let socket = match socket.into_std() {
+            Ok(s) => s,
+            Err(error) => {
+                warn!(%error, client.addr = %peer, listener = %target, "cannot hand the connection to a session thread; closed");
+                continue;
+            }
+        };
         let span = debug_span!("session", client.addr = %peer, broker.id = %target);
         let session_shared = shared.clone();
         let session_stop = shared.shutdown.child_token();
         let hard_stop = shared.hard_stop.clone();
-        shared.tracker.spawn(
+        shared.tracker.spawn_on(
             async move {
                 let _permit = permit;
+                let socket = match TcpStream::from_std(socket) {
+                    Ok(s) => s,
+                    Err(error) => {
+                        warn!(%error, "cannot register the connection on its session thread; closed");
+                        return;
+                    }
+                };
                 tokio::select! {
                     // Past the grace period: drop the connection. (Polled on every wake-up of the
                     // session: `Cancelled` keeps that cheap.)
@@ -78,6 +94,7 @@ pub(crate) async fn run_listener(shared: Arc<Shared>, listener: TcpListener, tar
                 }
             }
             .instrument(span),
+            shared.sessions.next(),
         );
     }
     debug!(listener = %target, "listener stopped");

@@ -17,8 +17,8 @@
 //!   metadata refresh task ────────┴─► registry: node id ─► (broker address, listener port), topic ids
 //! ```
 //!
-//! Files: [`config`] (YAML + env), `server` (start, drain), `listener` (accept loops), `session`
-//! (one client connection), `upstream` (broker connections), `sockopt` (their TCP options), `registry` (brokers and listeners),
+//! Files: [`config`] (YAML + env), `server` (start, drain), `listener` (accept loops), `threads`
+//! (the threads that serve connections), `session` (one client connection), `upstream` (broker connections), `sockopt` (their TCP options), `registry` (brokers and listeners),
 //! `mirror_apis` (the seam to the mirror admin APIs, answered by `src/admin`), `cancel` (a shutdown
 //! signal cheap to poll per request),
 //! `wire` and `requests` (reading untrusted requests), `policy` (what is refused), `rewrite`
@@ -44,6 +44,7 @@ mod session;
 mod sockopt;
 mod splice;
 mod stream;
+mod threads;
 mod tls;
 mod upstream;
 mod versions;

@@ -4,7 +4,8 @@
 //!   Proxy::start ── Client::connect(destination) ─ fails ─► ProxyError::DestinationUnreachable
 //!        │
 //!        ├── bind proxy.listen ──────────► bootstrap listener ─┐
-//!        ├── one listener per broker ────► broker listeners ───┼─► sessions (task tracker)
+//!        ├── one listener per broker ────► broker listeners ───┼─► sessions (task tracker, on the
+//!        │                                                     │   session threads, `super::threads`)
 //!        ├── metadata refresh task (brokers come and go, topic ids)
 //!        └── admin.metrics_listen ───────► /metrics, /health
 //!
@@ -35,6 +36,7 @@ use super::metrics::{Metrics, serve_http};
 use super::mirror_apis::MirrorApiHandler;
 use super::policy::WritePolicy;
 use super::registry::Registry;
+use super::threads::SessionThreads;
 use super::rewrite::{BrokerEndpoint, Endpoint};
 use crate::client::{Client, ClientError, ConnectionError, TlsConnector};
 use crate::mirror::MirrorLookup;
@@ -56,6 +58,8 @@ pub(crate) struct Shared {
     pub(crate) connections: Arc<Semaphore>,
     /// Listeners, sessions, the refresh task and the metrics endpoint.
     pub(crate) tracker: TaskTracker,
+    /// The threads sessions run on (see `super::threads`).
+    pub(crate) sessions: SessionThreads,
     /// Graceful shutdown: stop accepting, drain.
     pub(crate) shutdown: CancellationToken,
     /// End of the grace period: drop whatever is left.
@@ -85,6 +89,7 @@ impl Shared {
             registry: Registry::default(),
             metrics: Arc::new(Metrics::default()),
             tracker: TaskTracker::new(),
+            sessions: SessionThreads::start(1).expect("a session thread"),
             shutdown: CancellationToken::new(),
             hard_stop: CancellationToken::new(),
             client: None,
@@ -281,12 +286,15 @@ impl Proxy {
             let manager = admin.manager().clone();
             metrics.extra = Some(Box::new(move || manager.render_metrics()));
         }
+        let threads = settings.worker_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get));
+        let sessions = SessionThreads::start(threads).map_err(|source| ProxyError::SessionThreads { count: threads, source })?;
         let shared = Arc::new(Shared {
             connections: Arc::new(Semaphore::new(settings.max_connections)),
             policy,
             registry: Registry::default(),
             metrics: Arc::new(metrics),
             tracker: TaskTracker::new(),
+            sessions,
             // A child: dropping the proxy stops it without cancelling the caller's token.
             shutdown: shutdown.child_token(),
             hard_stop: CancellationToken::new(),
@@ -313,7 +321,7 @@ impl Proxy {
             shared.tracker.spawn(serve_http(listener, shared.metrics.clone(), shared.shutdown.child_token(), shared.tracker.clone()));
         }
         shared.metrics.ready.store(true, Ordering::Relaxed);
-        info!(listen = %bootstrap_addr, metrics = ?metrics_addr, brokers = shared.registry.len(), "proxy ready");
+        info!(listen = %bootstrap_addr, metrics = ?metrics_addr, brokers = shared.registry.len(), session_threads = shared.sessions.len(), "proxy ready");
         Ok(Self { shared, bootstrap_addr, metrics_addr })
     }
 
@@ -354,6 +362,8 @@ impl Proxy {
             self.shared.hard_stop.cancel();
             self.shared.tracker.wait().await;
         }
+        // Nothing is left on the session threads; they end with their (empty) runtimes.
+        self.shared.sessions.stop();
         debug!("all tasks ended");
         graceful
     }
@@ -364,6 +374,7 @@ impl Drop for Proxy {
         // Owned tasks: nothing outlives the proxy.
         self.shared.shutdown.cancel();
         self.shared.hard_stop.cancel();
+        self.shared.sessions.stop();
     }
 }
 

@@ -842,7 +842,8 @@ fn congestion_of(pid: u32) -> Vec<(String, String, String)> {
 }
 
 /// The binary serves clients, reports health, and on SIGTERM drains and exits 0. It runs with
-/// `proxy.worker_threads: 1` (from the environment), and its runtime reports one worker thread. It
+/// `proxy.worker_threads: 3` (from the environment): its runtime reports three workers, and three
+/// session threads (src/proxy/threads.rs) serve the connections. It
 /// also runs with `proxy.tcp_congestion_control` set to an algorithm other than the system's: a
 /// client's connection to the proxy and the proxy's connection to a broker for it use that one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -859,7 +860,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
         ("KMP_PROXY__BROKER_PORT_BASE", "0"),
         ("KMP_DESTINATION__BOOTSTRAP_SERVERS", &destination().bootstrap()),
         ("KMP_ADMIN__METRICS_LISTEN", &format!("127.0.0.1:{metrics_port}")),
-        ("KMP_PROXY__WORKER_THREADS", "1"),
+        ("KMP_PROXY__WORKER_THREADS", "3"),
         ("KMP_PROXY__TCP_CONGESTION_CONTROL", algorithm),
     ];
     let (mut cmd, _dir) = proxy_binary(yaml, &env);
@@ -890,6 +891,15 @@ async fn the_binary_serves_and_drains_on_sigterm() {
     assert!(metrics.contains("kafka_mirror_proxy_requests_total{api=\"Produce\"}"), "{metrics}");
     assert!(metrics.contains("kafka_mirror_proxy_request_duration_seconds_count{api=\"Produce\"}"), "{metrics}");
 
+    let mut session_threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+        .expect("the proxy's threads")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| name.starts_with("kmp-session-"))
+        .collect();
+    session_threads.sort();
+    assert_eq!(session_threads, ["kmp-session-0", "kmp-session-1", "kmp-session-2"]);
+
     // An idle client connection stays open during the drain and is closed by it.
     let idle = connect(&bootstrap).await;
     let sockets = congestion_of(child.id());
@@ -917,7 +927,8 @@ async fn the_binary_serves_and_drains_on_sigterm() {
     child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     assert!(exit.success(), "exit {exit:?}\n{stderr}");
     assert!(stderr.contains("received signal") && stderr.contains("shut down gracefully"), "{stderr}");
-    assert!(stderr.contains("runtime started") && stderr.contains("worker_threads=1"), "the runtime's own count: {stderr}");
+    assert!(stderr.contains("runtime started") && stderr.contains("worker_threads=3"), "the runtime's own count: {stderr}");
+    assert!(stderr.contains("session_threads=3"), "{stderr}");
     assert!(!stderr.contains(" ERROR "), "{stderr}");
     drop(idle);
 }
