@@ -191,13 +191,18 @@ pub struct ListenerConfig {
     /// Time sessions get to finish in-flight requests on SIGTERM/SIGINT, ms (default 30000).
     #[serde(default = "default_grace_ms")]
     pub shutdown_grace_period_ms: u64,
-    /// Session threads: each client connection is served start to end by one of them, in turn
-    /// (default: one per CPU the process may use). Also the worker count of the runtime running the
-    /// rest (listeners, metadata, metrics, the control plane). Each session thread runs a runtime of
-    /// its own, so threads never wake each other for a connection's work (src/proxy/threads.rs;
-    /// BENCHMARKS.md, "Session threads").
+    /// Worker threads of the runtime (default: one per CPU the process may use), and with
+    /// `session_threads` the number of session threads.
     #[serde(default)]
     pub worker_threads: Option<usize>,
+    /// Serve each client connection, from accept to close, on one of `worker_threads` threads with a
+    /// single-threaded runtime of its own (default false: every connection on the shared
+    /// multi-threaded runtime). Threads then never wake each other for a connection's work: on 2
+    /// cores shared with a broker and clients, 7 to 15% less proxy CPU and faster reads, but a
+    /// worse p99.9 under heavy load, since connections on a preempted thread wait for it
+    /// (src/proxy/threads.rs; BENCHMARKS.md, "Session threads").
+    #[serde(default)]
+    pub session_threads: bool,
     /// TCP congestion control algorithm of the proxy's connections to clients and to brokers (e.g.
     /// `cubic`); unset or empty: the system's default. With BBR the kernel paces each socket with a
     /// timer unless the interface's queueing discipline is `fq`, which costs the proxy twice (it sends
@@ -528,8 +533,10 @@ pub struct ProxySettings {
     pub max_in_flight_per_connection: usize,
     /// Drain time on shutdown.
     pub shutdown_grace_period: Duration,
-    /// Session threads, and the other runtime's workers (`None`: one per CPU).
+    /// Runtime worker threads, and session threads if on (`None`: one per CPU).
     pub worker_threads: Option<usize>,
+    /// Each connection on a session thread of its own runtime (`proxy.session_threads`).
+    pub session_threads: bool,
     /// TCP congestion control of the proxy's connections (`None`: the system's default).
     pub tcp_congestion_control: Option<String>,
     /// Destination bootstrap `host:port` list.
@@ -584,6 +591,7 @@ impl ProxySettings {
                 max_in_flight_per_connection: DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
                 shutdown_grace_period_ms: DEFAULT_SHUTDOWN_GRACE_PERIOD_MS,
                 worker_threads: None,
+                session_threads: false,
                 tcp_congestion_control: None,
                 tls: None,
             },
@@ -633,7 +641,7 @@ impl ProxySettings {
         format!(
             "listen={} advertised_host={} broker_port_base={} destination={} destination_tls={destination_tls} \
              destination_sasl={destination_sasl} metrics_listen={} max_frame_bytes={} max_connections={} \
-             max_in_flight_per_connection={} worker_threads={} tcp_congestion_control={} refusal_error_code={} static_mirror_topics={} tls={} mirror_acls={}",
+             max_in_flight_per_connection={} worker_threads={} session_threads={} tcp_congestion_control={} refusal_error_code={} static_mirror_topics={} tls={} mirror_acls={}",
             self.listen,
             self.advertised_host,
             self.broker_port_base.map_or("free".to_owned(), |p| p.to_string()),
@@ -643,6 +651,7 @@ impl ProxySettings {
             self.max_connections,
             self.max_in_flight_per_connection,
             self.worker_threads.map_or("one per CPU".to_owned(), |n| n.to_string()),
+            self.session_threads,
             self.tcp_congestion_control.as_deref().unwrap_or("system default"),
             self.refusal_error_code,
             self.static_mirror_topics.len(),
@@ -887,6 +896,7 @@ impl ProxyConfig {
             max_in_flight_per_connection: self.proxy.max_in_flight_per_connection,
             shutdown_grace_period: Duration::from_millis(self.proxy.shutdown_grace_period_ms),
             worker_threads: self.proxy.worker_threads,
+            session_threads: self.proxy.session_threads,
             tcp_congestion_control,
             bootstrap_servers,
             connect_timeout: Duration::from_millis(self.destination.connect_timeout_ms),
@@ -1091,6 +1101,8 @@ mod tests {
     #[test]
     fn worker_threads_default_to_one_per_cpu_and_zero_is_refused() {
         assert_eq!(load(MINIMAL, &[]).unwrap().worker_threads, None);
+        assert!(!load(MINIMAL, &[]).unwrap().session_threads);
+        assert!(load(MINIMAL, &[("KMP_PROXY__SESSION_THREADS", "true")]).unwrap().session_threads);
         for bad in ["0", "5000"] {
             let err = load(MINIMAL, &[("KMP_PROXY__WORKER_THREADS", bad)]).unwrap_err();
             assert_eq!(err.problems()[0].key, "proxy.worker_threads", "{err}");

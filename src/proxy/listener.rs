@@ -3,8 +3,8 @@
 //! A connection permit (`proxy.max_connections`, shared by all listeners) is acquired *before*
 //! `accept`, so a proxy at its cap leaves further clients in the kernel's backlog instead of
 //! accepting and dropping them. The permit moves into the session task and is released when it ends.
-//! Sessions are spawned on the proxy's task tracker, each on one of the session threads
-//! (`super::threads`, round-robin), and each gets a child of the shutdown token.
+//! Sessions are spawned on the proxy's task tracker (with `proxy.session_threads`, each on one of
+//! the session threads, `super::threads`, round-robin), and each gets a child of the shutdown token.
 
 use std::fmt;
 use std::sync::Arc;
@@ -39,6 +39,12 @@ impl fmt::Display for Target {
     }
 }
 
+/// An accepted connection: on this runtime, or taken off it for a session thread.
+enum Accepted {
+    Here(TcpStream),
+    Moved(std::net::TcpStream),
+}
+
 /// Accepts connections on `listener` until `stop` is cancelled.
 pub(crate) async fn run_listener(shared: Arc<Shared>, listener: TcpListener, target: Target, stop: CancellationToken) {
     loop {
@@ -64,38 +70,45 @@ pub(crate) async fn run_listener(shared: Arc<Shared>, listener: TcpListener, tar
             }
         };
         debug!(client.addr = %peer, listener = %target, "accepted");
-        // Handed to a session thread as a standard socket, which that thread's runtime registers.
-        let socket = match socket.into_std() {
-            Ok(s) => s,
-            Err(error) => {
-                warn!(%error, client.addr = %peer, listener = %target, "cannot hand the connection to a session thread; closed");
-                continue;
-            }
+        // To a session thread as a standard socket, which that thread's runtime registers.
+        let (socket, thread) = match &shared.sessions {
+            None => (Accepted::Here(socket), None),
+            Some(threads) => match socket.into_std() {
+                Ok(s) => (Accepted::Moved(s), Some(threads.next().clone())),
+                Err(error) => {
+                    warn!(%error, client.addr = %peer, listener = %target, "cannot hand the connection to a session thread; closed");
+                    continue;
+                }
+            },
         };
         let span = debug_span!("session", client.addr = %peer, broker.id = %target);
         let session_shared = shared.clone();
         let session_stop = shared.shutdown.child_token();
         let hard_stop = shared.hard_stop.clone();
-        shared.tracker.spawn_on(
-            async move {
-                let _permit = permit;
-                let socket = match TcpStream::from_std(socket) {
+        let session = async move {
+            let _permit = permit;
+            let socket = match socket {
+                Accepted::Here(s) => s,
+                Accepted::Moved(s) => match TcpStream::from_std(s) {
                     Ok(s) => s,
                     Err(error) => {
                         warn!(%error, "cannot register the connection on its session thread; closed");
                         return;
                     }
-                };
-                tokio::select! {
-                    // Past the grace period: drop the connection. (Polled on every wake-up of the
-                    // session: `Cancelled` keeps that cheap.)
-                    () = Cancelled::new(hard_stop) => debug!("closed at the end of the grace period"),
-                    () = run_session(session_shared, socket, peer, target, session_stop) => {}
-                }
+                },
+            };
+            tokio::select! {
+                // Past the grace period: drop the connection. (Polled on every wake-up of the
+                // session: `Cancelled` keeps that cheap.)
+                () = Cancelled::new(hard_stop) => debug!("closed at the end of the grace period"),
+                () = run_session(session_shared, socket, peer, target, session_stop) => {}
             }
-            .instrument(span),
-            shared.sessions.next(),
-        );
+        }
+        .instrument(span);
+        match thread {
+            Some(thread) => shared.tracker.spawn_on(session, &thread),
+            None => shared.tracker.spawn(session),
+        };
     }
     debug!(listener = %target, "listener stopped");
 }

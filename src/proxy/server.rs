@@ -4,8 +4,8 @@
 //!   Proxy::start ── Client::connect(destination) ─ fails ─► ProxyError::DestinationUnreachable
 //!        │
 //!        ├── bind proxy.listen ──────────► bootstrap listener ─┐
-//!        ├── one listener per broker ────► broker listeners ───┼─► sessions (task tracker, on the
-//!        │                                                     │   session threads, `super::threads`)
+//!        ├── one listener per broker ────► broker listeners ───┼─► sessions (task tracker; with
+//!        │                                                         proxy.session_threads on `super::threads`)
 //!        ├── metadata refresh task (brokers come and go, topic ids)
 //!        └── admin.metrics_listen ───────► /metrics, /health
 //!
@@ -58,8 +58,9 @@ pub(crate) struct Shared {
     pub(crate) connections: Arc<Semaphore>,
     /// Listeners, sessions, the refresh task and the metrics endpoint.
     pub(crate) tracker: TaskTracker,
-    /// The threads sessions run on (see `super::threads`).
-    pub(crate) sessions: SessionThreads,
+    /// The threads sessions run on with `proxy.session_threads` (see `super::threads`); `None`:
+    /// on the runtime that started the proxy.
+    pub(crate) sessions: Option<SessionThreads>,
     /// Graceful shutdown: stop accepting, drain.
     pub(crate) shutdown: CancellationToken,
     /// End of the grace period: drop whatever is left.
@@ -89,7 +90,7 @@ impl Shared {
             registry: Registry::default(),
             metrics: Arc::new(Metrics::default()),
             tracker: TaskTracker::new(),
-            sessions: SessionThreads::start(1).expect("a session thread"),
+            sessions: None,
             shutdown: CancellationToken::new(),
             hard_stop: CancellationToken::new(),
             client: None,
@@ -286,8 +287,12 @@ impl Proxy {
             let manager = admin.manager().clone();
             metrics.extra = Some(Box::new(move || manager.render_metrics()));
         }
-        let threads = settings.worker_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get));
-        let sessions = SessionThreads::start(threads).map_err(|source| ProxyError::SessionThreads { count: threads, source })?;
+        let sessions = if settings.session_threads {
+            let count = settings.worker_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get));
+            Some(SessionThreads::start(count).map_err(|source| ProxyError::SessionThreads { count, source })?)
+        } else {
+            None
+        };
         let shared = Arc::new(Shared {
             connections: Arc::new(Semaphore::new(settings.max_connections)),
             policy,
@@ -321,7 +326,7 @@ impl Proxy {
             shared.tracker.spawn(serve_http(listener, shared.metrics.clone(), shared.shutdown.child_token(), shared.tracker.clone()));
         }
         shared.metrics.ready.store(true, Ordering::Relaxed);
-        info!(listen = %bootstrap_addr, metrics = ?metrics_addr, brokers = shared.registry.len(), session_threads = shared.sessions.len(), "proxy ready");
+        info!(listen = %bootstrap_addr, metrics = ?metrics_addr, brokers = shared.registry.len(), session_threads = shared.sessions.as_ref().map_or(0, SessionThreads::len), "proxy ready");
         Ok(Self { shared, bootstrap_addr, metrics_addr })
     }
 
@@ -363,7 +368,9 @@ impl Proxy {
             self.shared.tracker.wait().await;
         }
         // Nothing is left on the session threads; they end with their (empty) runtimes.
-        self.shared.sessions.stop();
+        if let Some(threads) = &self.shared.sessions {
+            threads.stop();
+        }
         debug!("all tasks ended");
         graceful
     }
@@ -374,7 +381,9 @@ impl Drop for Proxy {
         // Owned tasks: nothing outlives the proxy.
         self.shared.shutdown.cancel();
         self.shared.hard_stop.cancel();
-        self.shared.sessions.stop();
+        if let Some(threads) = &self.shared.sessions {
+            threads.stop();
+        }
     }
 }
 

@@ -1,13 +1,17 @@
-//! Session threads: every client connection is served, from accept to close, by one of
-//! `proxy.worker_threads` threads, each running a single-threaded tokio runtime of its own.
+//! Session threads (`proxy.session_threads: true`): every client connection is served, from accept
+//! to close, by one of `proxy.worker_threads` threads, each running a single-threaded tokio runtime
+//! of its own. Off by default (see the price below).
 //!
 //! Why not one multi-threaded runtime: its idle workers are woken to look for work whenever a busy
 //! worker has more than one task ready, and on a proxy nearly every such wake-up finds nothing (a
 //! session is one task, and the worker that was woken by its socket runs it). Measured with
 //! `perf stat` at 60,000 records/s through the proxy on 2 cores: 52,000 futex calls and 93,000
 //! context switches in 25 s, against 61,000 context switches and no futex calls with one thread.
-//! A connection is also never moved between threads here, so its socket buffers stay in one CPU's
-//! cache. BENCHMARKS.md ("Session threads") has the measurements.
+//! Here each connection stays on one thread for its whole life, so the saving holds with any
+//! number of threads: they share no work, only the proxy's shared state. The price: connections on
+//! a preempted thread wait for it (no other thread takes them over): at 125,000 records/s on 2
+//! shared cores, p99 was about the same but p99.9 worse in every trial. BENCHMARKS.md ("Session
+//! threads") has the measurements.
 //!
 //! The accepting runtime hands a connection over as a standard socket, which the chosen thread
 //! registers with its own I/O driver (a tokio socket belongs to the driver that registered it).
