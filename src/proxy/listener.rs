@@ -70,7 +70,7 @@ pub(crate) async fn run_listener(shared: Arc<Shared>, listener: TcpListener, tar
             }
         };
         debug!(client.addr = %peer, listener = %target, "accepted");
-        // To a session thread as a standard socket, which that thread's runtime registers.
+        // With session threads, handed to one as a standard socket, which its runtime registers.
         let (socket, thread) = match &shared.sessions {
             None => (Accepted::Here(socket), None),
             Some(threads) => match socket.into_std() {

@@ -36,8 +36,8 @@ use super::metrics::{Metrics, serve_http};
 use super::mirror_apis::MirrorApiHandler;
 use super::policy::WritePolicy;
 use super::registry::Registry;
-use super::threads::SessionThreads;
 use super::rewrite::{BrokerEndpoint, Endpoint};
+use super::threads::SessionThreads;
 use crate::client::{Client, ClientError, ConnectionError, TlsConnector};
 use crate::mirror::MirrorLookup;
 
