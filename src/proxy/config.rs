@@ -198,7 +198,7 @@ pub struct ListenerConfig {
     /// Serve each client connection, from accept to close, on one of `worker_threads` threads with a
     /// single-threaded runtime of its own (default false: every connection on the shared
     /// multi-threaded runtime). Threads then never wake each other for a connection's work: on 2
-    /// cores shared with a broker and clients, 7 to 15% less proxy CPU and faster reads, but a
+    /// cores shared with a broker and clients, 5 to 15% less proxy CPU and faster reads, but a
     /// worse p99.9 under heavy load, since connections on a preempted thread wait for it
     /// (src/proxy/threads.rs; BENCHMARKS.md, "Session threads").
     #[serde(default)]

@@ -367,10 +367,6 @@ impl Proxy {
             self.shared.hard_stop.cancel();
             self.shared.tracker.wait().await;
         }
-        // Nothing is left on the session threads; they end with their (empty) runtimes.
-        if let Some(threads) = &self.shared.sessions {
-            threads.stop();
-        }
         debug!("all tasks ended");
         graceful
     }
@@ -378,7 +374,8 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        // Owned tasks: nothing outlives the proxy.
+        // Owned tasks: nothing outlives the proxy. Also the end of `wait`, which consumes the proxy:
+        // the session threads, empty by then, end with their runtimes.
         self.shared.shutdown.cancel();
         self.shared.hard_stop.cancel();
         if let Some(threads) = &self.shared.sessions {
