@@ -191,8 +191,9 @@ pub struct ListenerConfig {
     /// Time sessions get to finish in-flight requests on SIGTERM/SIGINT, ms (default 30000).
     #[serde(default = "default_grace_ms")]
     pub shutdown_grace_period_ms: u64,
-    /// Worker threads of the runtime (default: one per CPU the process may use), and with
-    /// `session_threads` the number of session threads.
+    /// Worker threads of the runtime (default: tokio's, `TOKIO_WORKER_THREADS` or one per CPU the
+    /// process may use), and with `session_threads` the number of session threads (default: as many
+    /// as the runtime's workers).
     #[serde(default)]
     pub worker_threads: Option<usize>,
     /// Serve each client connection, from accept to close, on one of `worker_threads` threads with a
@@ -533,7 +534,8 @@ pub struct ProxySettings {
     pub max_in_flight_per_connection: usize,
     /// Drain time on shutdown.
     pub shutdown_grace_period: Duration,
-    /// Runtime worker threads, and session threads if on (`None`: one per CPU).
+    /// Runtime worker threads, and session threads if on (`None`: tokio's default, `TOKIO_WORKER_THREADS`
+    /// or one per CPU).
     pub worker_threads: Option<usize>,
     /// Each connection on a session thread of its own runtime (`proxy.session_threads`).
     pub session_threads: bool,
@@ -650,7 +652,7 @@ impl ProxySettings {
             self.max_frame_bytes,
             self.max_connections,
             self.max_in_flight_per_connection,
-            self.worker_threads.map_or("one per CPU".to_owned(), |n| n.to_string()),
+            self.worker_threads.map_or("tokio's default".to_owned(), |n| n.to_string()),
             self.session_threads,
             self.tcp_congestion_control.as_deref().unwrap_or("system default"),
             self.refusal_error_code,

@@ -288,7 +288,8 @@ impl Proxy {
             metrics.extra = Some(Box::new(move || manager.render_metrics()));
         }
         let sessions = if settings.session_threads {
-            let count = settings.worker_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get));
+            // Unset: as many as the runtime's workers, which follow TOKIO_WORKER_THREADS as tokio does.
+            let count = settings.worker_threads.unwrap_or_else(|| tokio::runtime::Handle::current().metrics().num_workers());
             Some(SessionThreads::start(count).map_err(|source| ProxyError::SessionThreads { count, source })?)
         } else {
             None

@@ -1,6 +1,6 @@
 //! Session threads (`proxy.session_threads: true`): every client connection is served, from accept
-//! to close, by one of `proxy.worker_threads` threads, each running a single-threaded tokio runtime
-//! of its own. Off by default (see the price below).
+//! to close, by one of `proxy.worker_threads` threads (unset: as many as the runtime has workers),
+//! each running a single-threaded tokio runtime of its own. Off by default (see the price below).
 //!
 //! Why not one multi-threaded runtime: its idle workers are woken to look for work whenever a busy
 //! worker has more than one task ready, and on a proxy nearly every such wake-up finds nothing (a

@@ -842,8 +842,9 @@ fn congestion_of(pid: u32) -> Vec<(String, String, String)> {
 }
 
 /// The binary serves clients, reports health, and on SIGTERM drains and exits 0. It runs with
-/// `proxy.worker_threads: 3` and `proxy.session_threads: true` (from the environment): its runtime
-/// reports three workers, and three session threads (src/proxy/threads.rs) serve the connections
+/// `TOKIO_WORKER_THREADS=3`, `proxy.worker_threads` unset and `proxy.session_threads: true` (from the
+/// environment): its runtime reports three workers, as tokio's own default would, and as many session
+/// threads (src/proxy/threads.rs) serve the connections
 /// (the in-process proxies of the other tests serve them on the shared runtime, the default). It
 /// also runs with `proxy.tcp_congestion_control` set to an algorithm other than the system's: a
 /// client's connection to the proxy and the proxy's connection to a broker for it use that one.
@@ -861,7 +862,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
         ("KMP_PROXY__BROKER_PORT_BASE", "0"),
         ("KMP_DESTINATION__BOOTSTRAP_SERVERS", &destination().bootstrap()),
         ("KMP_ADMIN__METRICS_LISTEN", &format!("127.0.0.1:{metrics_port}")),
-        ("KMP_PROXY__WORKER_THREADS", "3"),
+        ("TOKIO_WORKER_THREADS", "3"),
         ("KMP_PROXY__SESSION_THREADS", "true"),
         ("KMP_PROXY__TCP_CONGESTION_CONTROL", algorithm),
     ];
