@@ -17,31 +17,18 @@ fuzz_target!(|data: &[u8]| {
     for batch in batches.by_ref() {
         let Ok(batch) = batch else { break };
         let _ = batch.verify_crc();
-        let _ = (
-            batch.next_offset(),
-            batch.compression(),
-            batch.timestamp_type(),
-            batch.is_transactional(),
-            batch.is_control(),
-            batch.has_delete_horizon(),
-        );
+        let _ = (batch.next_offset(), batch.compression(), batch.timestamp_type(), batch.is_transactional(), batch.is_control(), batch.has_delete_horizon());
         if let Ok(records) = batch.records_with_limit(MAX_UNCOMPRESSED_BYTES) {
             for record in records {
                 let Ok(record) = record else { break };
-                let _ = (
-                    batch.record_offset(&record),
-                    batch.record_timestamp(&record),
-                );
+                let _ = (batch.record_offset(&record), batch.record_timestamp(&record));
             }
         }
         let _ = batch.control_marker();
 
         // Patching any framed batch must give a batch that frames again with a valid CRC.
         let mut patch = batch.to_mut();
-        patch
-            .set_base_offset(0)
-            .set_producer_id(1 << 62)
-            .set_base_sequence(0);
+        patch.set_base_offset(0).set_producer_id(1 << 62).set_base_sequence(0);
         let patched = RawBatch::from_bytes(patch.finish()).expect("patched batch frames");
         patched.verify_crc().expect("patched batch has a valid CRC");
         assert_eq!(patched.records_section(), batch.records_section());

@@ -3,8 +3,8 @@
 #![no_main]
 
 use kafka_mirror_proxy::protocol::mirror::{
-    self, AddTopicsToMirrorRequest, AlterMirrorConfigsRequest, CreateMirrorRequest, DescribeMirrorConfigsResponse,
-    DescribeMirrorsRequest, DescribeMirrorsResponse, ListMirrorsResponse, MirrorApiKey, TopicsResponse,
+    self, AddTopicsToMirrorRequest, AlterMirrorConfigsRequest, CreateMirrorRequest, DescribeMirrorConfigsResponse, DescribeMirrorsRequest,
+    DescribeMirrorsResponse, ListMirrorsResponse, MirrorApiKey, TopicsResponse,
 };
 use libfuzzer_sys::fuzz_target;
 

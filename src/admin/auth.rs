@@ -101,9 +101,7 @@ impl AclAuthorizer {
 
 impl MirrorAuthorizer for AclAuthorizer {
     fn authorize(&self, principal: &str, operation: MirrorOperation, mirror: &str) -> bool {
-        self.rules.iter().any(|r| {
-            (r.principal == "*" || r.principal == principal) && r.operation == operation && (r.mirror == "*" || r.mirror == mirror)
-        })
+        self.rules.iter().any(|r| (r.principal == "*" || r.principal == principal) && r.operation == operation && (r.mirror == "*" || r.mirror == mirror))
     }
 }
 

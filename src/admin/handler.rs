@@ -22,11 +22,10 @@ use super::auth::{MirrorAuthorizer, MirrorOperation};
 use crate::mirror::{ConfigChange, MirrorError, MirrorManager, PartitionState, TopicOutcomes};
 use crate::protocol::mirror::wire::Field;
 use crate::protocol::mirror::{
-    ALTER_OP_DELETE, ALTER_OP_SET, AddTopicsToMirrorRequest, AlterMirrorConfigsRequest, CreateMirrorRequest, DeleteMirrorRequest,
-    DescribeMirrorConfigsRequest, DescribeMirrorConfigsResponse, DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedConfig,
-    DescribedMirror, DescribedPartition, DescribedTopic, ListMirrorsRequest, ListMirrorsResponse, ListedMirror, MirrorApiKey,
-    MirrorErrorCode, PauseMirrorTopicsRequest, RemoveTopicsFromMirrorRequest, ResumeMirrorTopicsRequest, SimpleResponse,
-    TopicResult, TopicsResponse, decode_body, encode_body,
+    ALTER_OP_DELETE, ALTER_OP_SET, AddTopicsToMirrorRequest, AlterMirrorConfigsRequest, CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorConfigsRequest,
+    DescribeMirrorConfigsResponse, DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedConfig, DescribedMirror, DescribedPartition, DescribedTopic,
+    ListMirrorsRequest, ListMirrorsResponse, ListedMirror, MirrorApiKey, MirrorErrorCode, PauseMirrorTopicsRequest, RemoveTopicsFromMirrorRequest,
+    ResumeMirrorTopicsRequest, SimpleResponse, TopicResult, TopicsResponse, decode_body, encode_body,
 };
 
 /// Serves the mirror admin APIs from a [`MirrorManager`].
@@ -60,10 +59,7 @@ impl From<MirrorError> for Failure {
 }
 
 fn denied(principal: &str, operation: MirrorOperation, mirror: &str) -> Failure {
-    Failure {
-        code: MirrorErrorCode::MirrorAuthorizationFailed,
-        message: format!("principal `{principal}` is not allowed {operation} on mirror `{mirror}`"),
-    }
+    Failure { code: MirrorErrorCode::MirrorAuthorizationFailed, message: format!("principal `{principal}` is not allowed {operation} on mirror `{mirror}`") }
 }
 
 fn simple(result: Result<(), Failure>) -> SimpleResponse {
@@ -163,11 +159,9 @@ impl AdminHandler {
             MirrorApiKey::DescribeMirrors => {
                 encode_body(api, 0, &DescribeMirrorsResponse { error_code: code, error_message: message, ..DescribeMirrorsResponse::default() })
             }
-            MirrorApiKey::DescribeMirrorConfigs => encode_body(
-                api,
-                0,
-                &DescribeMirrorConfigsResponse { error_code: code, error_message: message, ..DescribeMirrorConfigsResponse::default() },
-            ),
+            MirrorApiKey::DescribeMirrorConfigs => {
+                encode_body(api, 0, &DescribeMirrorConfigsResponse { error_code: code, error_message: message, ..DescribeMirrorConfigsResponse::default() })
+            }
             _ => encode_body(api, 0, &TopicsResponse { error_code: code, error_message: message, ..TopicsResponse::default() }),
         };
         encoded.expect("invariant: version 0 encodes")
@@ -220,13 +214,9 @@ impl AdminHandler {
         let all = r.mirror_names.is_none();
         let names: Vec<String> = match r.mirror_names {
             Some(names) => names,
-            None => self
-                .manager
-                .list_mirrors()
-                .into_iter()
-                .map(|m| m.name)
-                .filter(|n| self.authorizer.authorize(principal, MirrorOperation::Describe, n))
-                .collect(),
+            None => {
+                self.manager.list_mirrors().into_iter().map(|m| m.name).filter(|n| self.authorizer.authorize(principal, MirrorOperation::Describe, n)).collect()
+            }
         };
         let mut mirrors = Vec::new();
         let (allowed, refused): (Vec<String>, Vec<String>) =

@@ -22,9 +22,9 @@ mod auth;
 mod handler;
 mod server;
 
-pub use auth::{AclAuthorizer, AllowAll, MirrorAcl, MirrorAuthorizer, MirrorOperation};
 /// The client of the mirror APIs lives with our other Kafka client code; re-exported here for the
 /// admin tools.
 pub use crate::client::{AdminClientError, MirrorAdminClient};
+pub use auth::{AclAuthorizer, AllowAll, MirrorAcl, MirrorAuthorizer, MirrorOperation};
 pub use handler::{AdminHandler, api_versions};
 pub use server::{ANONYMOUS, AdminServer, MAX_REQUEST_BYTES};

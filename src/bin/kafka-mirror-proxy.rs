@@ -12,8 +12,8 @@ use clap::Parser;
 use kafka_mirror_proxy::admin::{AclAuthorizer, AdminHandler, AllowAll, MirrorAuthorizer};
 use kafka_mirror_proxy::client::{Client, ConnectionError};
 use kafka_mirror_proxy::mirror::{InMemoryMirrorLookup, MembershipConfig, MirrorLookup, MirrorManager, MirrorManagerConfig, SecretKey};
-use kafka_mirror_proxy::report::error_chain as chain;
 use kafka_mirror_proxy::proxy::{ConfigSource, Proxy, ProxySettings};
+use kafka_mirror_proxy::report::error_chain as chain;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
@@ -34,7 +34,6 @@ fn fail(message: &str) -> ExitCode {
     eprintln!("kafka-mirror-proxy: {message}");
     ExitCode::FAILURE
 }
-
 
 /// The mirror control plane: its own client of the destination (with `destination.tls` and the
 /// proxy's `destination.sasl` credentials), the manager (loads `__mirror_state`, resumes mirrors) and
@@ -79,9 +78,7 @@ fn main() -> ExitCode {
         Err(e) => return fail(&e.to_string()),
     };
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();

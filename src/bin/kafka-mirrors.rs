@@ -17,9 +17,9 @@ use kafka_mirror_proxy::mirror::records::StateRecord;
 use kafka_mirror_proxy::mirror::settings::parse_properties;
 use kafka_mirror_proxy::mirror::store::decode_segment;
 use kafka_mirror_proxy::protocol::mirror::{
-    ALTER_OP_DELETE, ALTER_OP_SET, AddTopicsToMirrorRequest, AlterMirrorConfigsRequest, AlterableConfig, CreateMirrorRequest,
-    DeleteMirrorRequest, DescribeMirrorConfigsRequest, DescribeMirrorsRequest, ListMirrorsRequest, MirrorConfig, MirrorErrorCode,
-    PauseMirrorTopicsRequest, RemoveTopicsFromMirrorRequest, ResumeMirrorTopicsRequest, TopicsResponse,
+    ALTER_OP_DELETE, ALTER_OP_SET, AddTopicsToMirrorRequest, AlterMirrorConfigsRequest, AlterableConfig, CreateMirrorRequest, DeleteMirrorRequest,
+    DescribeMirrorConfigsRequest, DescribeMirrorsRequest, ListMirrorsRequest, MirrorConfig, MirrorErrorCode, PauseMirrorTopicsRequest,
+    RemoveTopicsFromMirrorRequest, ResumeMirrorTopicsRequest, TopicsResponse,
 };
 
 /// This tool helps to create cluster mirrors and add topics to them.
@@ -211,10 +211,22 @@ async fn run(args: &Args) -> Result<Vec<String>, CliError> {
         let mirror = require(&args.mirror, "--mirror", &action("describe-config"))?;
         let r = client.send(&DescribeMirrorConfigsRequest { mirror_name: mirror.to_owned() }).await?;
         check(r.error_code, r.error_message)?;
-        return Ok(r.configs.into_iter().map(|c| format!("{}={}", c.name, if c.is_sensitive { "[hidden]".to_owned() } else { c.value.unwrap_or_default() })).collect());
+        return Ok(r
+            .configs
+            .into_iter()
+            .map(|c| format!("{}={}", c.name, if c.is_sensitive { "[hidden]".to_owned() } else { c.value.unwrap_or_default() }))
+            .collect());
     }
     if args.add || args.remove || args.pause || args.resume {
-        let verb = if args.add { "add" } else if args.remove { "remove" } else if args.pause { "pause" } else { "resume" };
+        let verb = if args.add {
+            "add"
+        } else if args.remove {
+            "remove"
+        } else if args.pause {
+            "pause"
+        } else {
+            "resume"
+        };
         let mirror = require(&args.mirror, "--mirror", &action(verb))?.to_owned();
         if topics.is_empty() {
             return fail(format!("--{verb} needs --topic"));
@@ -251,11 +263,8 @@ async fn run(args: &Args) -> Result<Vec<String>, CliError> {
                 .collect();
             return Ok(vec![format!("[{}]", items.join(","))]);
         }
-        let rows = r
-            .mirrors
-            .iter()
-            .map(|m| vec![m.mirror_name.clone(), m.topic_count.to_string(), m.source_cluster_id.clone(), m.source_bootstrap.clone()])
-            .collect();
+        let rows =
+            r.mirrors.iter().map(|m| vec![m.mirror_name.clone(), m.topic_count.to_string(), m.source_cluster_id.clone(), m.source_bootstrap.clone()]).collect();
         return Ok(table(&["MIRROR", "TOPICS", "CLUSTER-ID", "BOOTSTRAP-SERVER"], rows));
     }
     // --describe

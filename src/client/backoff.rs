@@ -28,13 +28,7 @@ pub struct BackoffConfig {
 
 impl Default for BackoffConfig {
     fn default() -> Self {
-        Self {
-            initial: DEFAULT_INITIAL,
-            max: DEFAULT_MAX,
-            multiplier: 2.0,
-            jitter: 0.5,
-            deadline: DEFAULT_DEADLINE,
-        }
+        Self { initial: DEFAULT_INITIAL, max: DEFAULT_MAX, multiplier: 2.0, jitter: 0.5, deadline: DEFAULT_DEADLINE }
     }
 }
 
@@ -51,21 +45,13 @@ pub struct Backoff {
 impl Backoff {
     /// Starts a sequence now, with a seed from the clock.
     pub fn new(config: &BackoffConfig) -> Self {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0x9e37_79b9, |d| d.as_nanos() as u64);
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0x9e37_79b9, |d| d.as_nanos() as u64);
         Self::with_seed(config, seed)
     }
 
     /// Starts a sequence with a fixed jitter seed (tests).
     pub fn with_seed(config: &BackoffConfig, seed: u64) -> Self {
-        Self {
-            next: config.initial,
-            config: config.clone(),
-            started: Instant::now(),
-            attempts: 0,
-            rng: XorShift(seed | 1),
-        }
+        Self { next: config.initial, config: config.clone(), started: Instant::now(), attempts: 0, rng: XorShift(seed | 1) }
     }
 
     /// Attempts made so far (calls to [`Backoff::next_delay`]).

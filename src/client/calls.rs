@@ -12,12 +12,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::{
     ApiKey, BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeProducersRequest, FetchRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, ProduceRequest,
-    ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
+    DescribeProducersRequest, FetchRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
+    WriteTxnMarkersRequest,
 };
-use kafka_protocol::messages::{create_partitions_request, create_topics_request, delete_records_request, describe_configs_request,
-    describe_producers_request, fetch_request, incremental_alter_configs_request, list_offsets_request,
-    produce_request, write_txn_markers_request};
+use kafka_protocol::messages::{
+    create_partitions_request, create_topics_request, delete_records_request, describe_configs_request, describe_producers_request, fetch_request,
+    incremental_alter_configs_request, list_offsets_request, produce_request, write_txn_markers_request,
+};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
@@ -112,12 +113,7 @@ impl FetchSpec {
     /// A fetch of one partition that answers at once.
     pub fn single(topic: &str, partition: i32, fetch_offset: i64, isolation: IsolationLevel, max_bytes: i32) -> Self {
         Self {
-            partitions: vec![FetchPartitionSpec {
-                topic: topic.to_owned(),
-                partition,
-                fetch_offset,
-                partition_max_bytes: max_bytes,
-            }],
+            partitions: vec![FetchPartitionSpec { topic: topic.to_owned(), partition, fetch_offset, partition_max_bytes: max_bytes }],
             isolation,
             max_wait: Duration::ZERO,
             min_bytes: 0,
@@ -333,13 +329,7 @@ impl Client {
     ///
     /// # Errors
     /// The first partition error that retrying did not cure.
-    pub async fn list_offsets(
-        &self,
-        topic: &str,
-        partitions: &[i32],
-        spec: OffsetSpec,
-        isolation: IsolationLevel,
-    ) -> Result<BTreeMap<i32, i64>, ClientError> {
+    pub async fn list_offsets(&self, topic: &str, partitions: &[i32], spec: OffsetSpec, isolation: IsolationLevel) -> Result<BTreeMap<i32, i64>, ClientError> {
         self.retrying(&[topic], || async {
             let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
             for &p in partitions {
@@ -347,22 +337,19 @@ impl Client {
             }
             let mut out = BTreeMap::new();
             for (leader, parts) in by_leader {
-                let request = ListOffsetsRequest::default()
-                    .with_replica_id(BrokerId(-1))
-                    .with_isolation_level(isolation.code())
-                    .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
-                        .with_name(topic_name(topic))
-                        .with_partitions(
-                            parts
-                                .iter()
-                                .map(|&p| {
-                                    list_offsets_request::ListOffsetsPartition::default()
-                                        .with_partition_index(p)
-                                        .with_current_leader_epoch(-1)
-                                        .with_timestamp(spec.timestamp())
-                                })
-                                .collect(),
-                        )]);
+                let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_isolation_level(isolation.code()).with_topics(vec![
+                    list_offsets_request::ListOffsetsTopic::default().with_name(topic_name(topic)).with_partitions(
+                        parts
+                            .iter()
+                            .map(|&p| {
+                                list_offsets_request::ListOffsetsPartition::default()
+                                    .with_partition_index(p)
+                                    .with_current_leader_epoch(-1)
+                                    .with_timestamp(spec.timestamp())
+                            })
+                            .collect(),
+                    ),
+                ]);
                 let response = self.send_to(leader, &request, None).await?;
                 for t in response.topics {
                     for p in t.partitions {
@@ -404,9 +391,7 @@ impl Client {
     /// Transport errors and top-level broker errors.
     pub async fn fetch(&self, broker: i32, spec: &FetchSpec, session: Option<&mut FetchSession>) -> Result<Vec<FetchedPartition>, ClientError> {
         let conn = self.connection(broker).await?;
-        let version = conn
-            .version_for(ApiKey::Fetch, None)
-            .map_err(|source| ClientError::Connection { broker, api_key: ApiKey::Fetch, source })?;
+        let version = conn.version_for(ApiKey::Fetch, None).map_err(|source| ClientError::Connection { broker, api_key: ApiKey::Fetch, source })?;
         // Topic ids are needed from v13 on.
         let mut ids: BTreeMap<String, Uuid> = BTreeMap::new();
         for p in &spec.partitions {
@@ -469,10 +454,7 @@ impl Client {
                     })
                     .collect(),
             );
-        let response = conn
-            .send(&request, Some(version))
-            .await
-            .map_err(|source| ClientError::Connection { broker, api_key: ApiKey::Fetch, source })?;
+        let response = conn.send(&request, Some(version)).await.map_err(|source| ClientError::Connection { broker, api_key: ApiKey::Fetch, source })?;
         if let Some(session) = session {
             match ErrorCode::try_from_code(response.error_code) {
                 None => {
@@ -491,11 +473,7 @@ impl Client {
         let names_by_id: BTreeMap<Uuid, &String> = ids.iter().map(|(n, id)| (*id, n)).collect();
         let mut out = Vec::new();
         for t in response.responses {
-            let name = if t.topic.0.is_empty() {
-                names_by_id.get(&t.topic_id).map(|n| (*n).clone()).unwrap_or_default()
-            } else {
-                t.topic.0.to_string()
-            };
+            let name = if t.topic.0.is_empty() { names_by_id.get(&t.topic_id).map(|n| (*n).clone()).unwrap_or_default() } else { t.topic.0.to_string() };
             for p in t.partitions {
                 out.push(FetchedPartition {
                     topic: name.clone(),
@@ -504,12 +482,7 @@ impl Client {
                     high_watermark: p.high_watermark,
                     last_stable_offset: p.last_stable_offset,
                     log_start_offset: p.log_start_offset,
-                    aborted_transactions: p
-                        .aborted_transactions
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|a| (a.producer_id.0, a.first_offset))
-                        .collect(),
+                    aborted_transactions: p.aborted_transactions.unwrap_or_default().into_iter().map(|a| (a.producer_id.0, a.first_offset)).collect(),
                     records: p.records.unwrap_or_default(),
                 });
             }
@@ -558,14 +531,14 @@ impl Client {
         options: &ProduceOptions,
     ) -> Result<Vec<Result<Produced, ClientError>>, ClientError> {
         let conn = self.connection(broker).await?;
-        let version = conn
-            .version_for(ApiKey::Produce, options.version)
-            .map_err(|source| ClientError::Connection { broker, api_key: ApiKey::Produce, source })?;
+        let version =
+            conn.version_for(ApiKey::Produce, options.version).map_err(|source| ClientError::Connection { broker, api_key: ApiKey::Produce, source })?;
         let mut topics: BTreeMap<&str, Vec<produce_request::PartitionProduceData>> = BTreeMap::new();
         for b in batches {
-            topics.entry(b.topic.as_str()).or_default().push(
-                produce_request::PartitionProduceData::default().with_index(b.partition).with_records(Some(b.records.clone())),
-            );
+            topics
+                .entry(b.topic.as_str())
+                .or_default()
+                .push(produce_request::PartitionProduceData::default().with_index(b.partition).with_records(Some(b.records.clone())));
         }
         let mut topic_data = Vec::new();
         for (t, parts) in topics {
@@ -577,10 +550,7 @@ impl Client {
             .with_acks(options.acks)
             .with_timeout_ms(i32::try_from(options.timeout.as_millis()).unwrap_or(i32::MAX))
             .with_topic_data(topic_data);
-        let response = conn
-            .send(&request, Some(version))
-            .await
-            .map_err(|source| ClientError::Connection { broker, api_key: ApiKey::Produce, source })?;
+        let response = conn.send(&request, Some(version)).await.map_err(|source| ClientError::Connection { broker, api_key: ApiKey::Produce, source })?;
         let mut results: BTreeMap<(String, i32), Result<Produced, ClientError>> = BTreeMap::new();
         for t in response.responses {
             let name = if t.name.0.is_empty() {
@@ -627,11 +597,7 @@ impl Client {
     ///
     /// # Errors
     /// Transport errors.
-    pub async fn write_txn_markers_to(
-        &self,
-        broker: i32,
-        markers: &[TxnMarker],
-    ) -> Result<Vec<(i64, String, i32, Result<(), ClientError>)>, ClientError> {
+    pub async fn write_txn_markers_to(&self, broker: i32, markers: &[TxnMarker]) -> Result<Vec<(i64, String, i32, Result<(), ClientError>)>, ClientError> {
         let request = WriteTxnMarkersRequest::default().with_markers(
             markers
                 .iter()
@@ -641,9 +607,11 @@ impl Client {
                         .with_producer_epoch(m.producer_epoch)
                         .with_transaction_result(m.commit)
                         .with_coordinator_epoch(m.coordinator_epoch)
-                        .with_topics(vec![write_txn_markers_request::WritableTxnMarkerTopic::default()
-                            .with_name(topic_name(&m.topic))
-                            .with_partition_indexes(m.partitions.clone())])
+                        .with_topics(vec![
+                            write_txn_markers_request::WritableTxnMarkerTopic::default()
+                                .with_name(topic_name(&m.topic))
+                                .with_partition_indexes(m.partitions.clone()),
+                        ])
                 })
                 .collect(),
         );
@@ -653,12 +621,7 @@ impl Client {
             for t in m.topics {
                 for p in t.partitions {
                     let target = partition_target(broker, &t.name.0, p.partition_index);
-                    out.push((
-                        m.producer_id.0,
-                        t.name.0.to_string(),
-                        p.partition_index,
-                        broker_error(ApiKey::WriteTxnMarkers, target, p.error_code, None),
-                    ));
+                    out.push((m.producer_id.0, t.name.0.to_string(), p.partition_index, broker_error(ApiKey::WriteTxnMarkers, target, p.error_code, None)));
                 }
             }
         }
@@ -689,10 +652,7 @@ impl Client {
                         });
                     }
                     None => {
-                        return Err(ClientError::MissingInResponse {
-                            api_key: ApiKey::WriteTxnMarkers,
-                            target: partition_target(leader, &marker.topic, p),
-                        });
+                        return Err(ClientError::MissingInResponse { api_key: ApiKey::WriteTxnMarkers, target: partition_target(leader, &marker.topic, p) });
                     }
                 }
             }
@@ -707,9 +667,8 @@ impl Client {
     pub async fn describe_producers(&self, topic: &str, partition: i32) -> Result<Vec<ProducerState>, ClientError> {
         self.retrying(&[topic], || async {
             let leader = self.leader_of(topic, partition).await?;
-            let request = DescribeProducersRequest::default().with_topics(vec![describe_producers_request::TopicRequest::default()
-                .with_name(topic_name(topic))
-                .with_partition_indexes(vec![partition])]);
+            let request = DescribeProducersRequest::default()
+                .with_topics(vec![describe_producers_request::TopicRequest::default().with_name(topic_name(topic)).with_partition_indexes(vec![partition])]);
             let response = self.send_to(leader, &request, None).await?;
             for t in response.topics {
                 for p in t.partitions {
@@ -744,13 +703,11 @@ impl Client {
     pub async fn delete_records(&self, topic: &str, partition: i32, offset: i64, timeout: Duration) -> Result<i64, ClientError> {
         self.retrying(&[topic], || async {
             let leader = self.leader_of(topic, partition).await?;
-            let request = DeleteRecordsRequest::default()
-                .with_timeout_ms(i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX))
-                .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+            let request = DeleteRecordsRequest::default().with_timeout_ms(i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX)).with_topics(vec![
+                delete_records_request::DeleteRecordsTopic::default()
                     .with_name(topic_name(topic))
-                    .with_partitions(vec![delete_records_request::DeleteRecordsPartition::default()
-                        .with_partition_index(partition)
-                        .with_offset(offset)])]);
+                    .with_partitions(vec![delete_records_request::DeleteRecordsPartition::default().with_partition_index(partition).with_offset(offset)]),
+            ]);
             let response = self.send_to(leader, &request, None).await?;
             let result = response.topics.into_iter().flat_map(|t| t.partitions).find(|p| p.partition_index == partition);
             if let Some(p) = result {
@@ -768,29 +725,27 @@ impl Client {
     /// # Errors
     /// Transport errors that retrying did not cure.
     pub async fn create_topics(&self, topics: &[NewTopic], timeout: Duration) -> Result<Vec<Result<Uuid, ClientError>>, ClientError> {
-        let request = CreateTopicsRequest::default()
-            .with_timeout_ms(i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX))
-            .with_topics(
-                topics
-                    .iter()
-                    .map(|t| {
-                        create_topics_request::CreatableTopic::default()
-                            .with_name(topic_name(&t.name))
-                            .with_num_partitions(t.num_partitions)
-                            .with_replication_factor(t.replication_factor)
-                            .with_configs(
-                                t.configs
-                                    .iter()
-                                    .map(|(k, v)| {
-                                        create_topics_request::CreatableTopicConfig::default()
-                                            .with_name(StrBytes::from_string(k.clone()))
-                                            .with_value(Some(StrBytes::from_string(v.clone())))
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            );
+        let request = CreateTopicsRequest::default().with_timeout_ms(i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX)).with_topics(
+            topics
+                .iter()
+                .map(|t| {
+                    create_topics_request::CreatableTopic::default()
+                        .with_name(topic_name(&t.name))
+                        .with_num_partitions(t.num_partitions)
+                        .with_replication_factor(t.replication_factor)
+                        .with_configs(
+                            t.configs
+                                .iter()
+                                .map(|(k, v)| {
+                                    create_topics_request::CreatableTopicConfig::default()
+                                        .with_name(StrBytes::from_string(k.clone()))
+                                        .with_value(Some(StrBytes::from_string(v.clone())))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
         let response = self
             .retrying(&[], || async {
                 let broker = self.any_broker()?;
@@ -819,12 +774,9 @@ impl Client {
     /// # Errors
     /// E.g. `InvalidPartitions` for a count below the current one.
     pub async fn create_partitions(&self, topic: &str, count: i32, timeout: Duration) -> Result<(), ClientError> {
-        let request = CreatePartitionsRequest::default()
-            .with_timeout_ms(i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX))
-            .with_topics(vec![create_partitions_request::CreatePartitionsTopic::default()
-                .with_name(topic_name(topic))
-                .with_count(count)
-                .with_assignments(None)]);
+        let request = CreatePartitionsRequest::default().with_timeout_ms(i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX)).with_topics(vec![
+            create_partitions_request::CreatePartitionsTopic::default().with_name(topic_name(topic)).with_count(count).with_assignments(None),
+        ]);
         let target = Target { topic: Some(topic.to_owned()), ..Target::default() };
         let result = self
             .retrying(&[topic], || async {
@@ -864,10 +816,12 @@ impl Client {
     /// The resource's error (e.g. `UnknownTopicOrPartition`).
     pub async fn describe_configs(&self, resource: &ConfigResource) -> Result<BTreeMap<String, ConfigEntry>, ClientError> {
         let (resource_type, name) = resource.type_and_name();
-        let request = DescribeConfigsRequest::default().with_resources(vec![describe_configs_request::DescribeConfigsResource::default()
-            .with_resource_type(resource_type)
-            .with_resource_name(StrBytes::from_string(name))
-            .with_configuration_keys(None)]);
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(StrBytes::from_string(name))
+                .with_configuration_keys(None),
+        ]);
         self.retrying(&[], || async {
             let broker = self.broker_for(resource)?;
             let response = self.send_to(broker, &request, None).await?;
@@ -883,12 +837,7 @@ impl Client {
                 .map(|c| {
                     (
                         c.name.to_string(),
-                        ConfigEntry {
-                            value: c.value.map(|v| v.to_string()),
-                            source: c.config_source,
-                            is_sensitive: c.is_sensitive,
-                            read_only: c.read_only,
-                        },
+                        ConfigEntry { value: c.value.map(|v| v.to_string()), source: c.config_source, is_sensitive: c.is_sensitive, read_only: c.read_only },
                     )
                 })
                 .collect())

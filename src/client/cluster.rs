@@ -14,8 +14,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tracing::{debug, warn};
 use uuid::Uuid;
@@ -39,10 +39,7 @@ pub struct ClientConfig {
 impl ClientConfig {
     /// A config for `bootstrap` (comma-separated `host:port` list) with defaults elsewhere.
     pub fn new(bootstrap: &str) -> Self {
-        Self {
-            bootstrap_servers: bootstrap.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect(),
-            ..Self::default()
-        }
+        Self { bootstrap_servers: bootstrap.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect(), ..Self::default() }
     }
 }
 
@@ -116,12 +113,7 @@ impl Metadata {
             .brokers
             .into_iter()
             .map(|b| {
-                let info = BrokerInfo {
-                    id: b.node_id.0,
-                    host: b.host.to_string(),
-                    port: b.port,
-                    rack: b.rack.map(|r| r.to_string()),
-                };
+                let info = BrokerInfo { id: b.node_id.0, host: b.host.to_string(), port: b.port, rack: b.rack.map(|r| r.to_string()) };
                 (info.id, info)
             })
             .collect();
@@ -145,17 +137,9 @@ impl Metadata {
                 })
                 .collect();
             partitions.sort_by_key(|p| p.partition);
-            topics.insert(
-                name.clone(),
-                TopicInfo { name, topic_id: t.topic_id, is_internal: t.is_internal, partitions },
-            );
+            topics.insert(name.clone(), TopicInfo { name, topic_id: t.topic_id, is_internal: t.is_internal, partitions });
         }
-        let metadata = Self {
-            cluster_id: response.cluster_id.map(|c| c.to_string()),
-            controller_id: response.controller_id.0,
-            brokers,
-            topics,
-        };
+        let metadata = Self { cluster_id: response.cluster_id.map(|c| c.to_string()), controller_id: response.controller_id.0, brokers, topics };
         (metadata, errors)
     }
 
@@ -186,10 +170,7 @@ impl Client {
     /// a broker refuses the credentials or the TLS handshake ([`ClientError::security_failure`]).
     pub async fn connect(config: ClientConfig) -> Result<Self, ClientError> {
         if config.bootstrap_servers.is_empty() {
-            return Err(ClientError::Config {
-                key: "bootstrap.servers".to_owned(),
-                message: "no host:port given".to_owned(),
-            });
+            return Err(ClientError::Config { key: "bootstrap.servers".to_owned(), message: "no host:port given".to_owned() });
         }
         config.connection.security.validate()?;
         let client = Self { config, metadata: Mutex::new(Metadata::default()), connections: Mutex::new(HashMap::new()) };
@@ -236,12 +217,7 @@ impl Client {
         let request = MetadataRequest::default().with_topics(if topics.is_empty() {
             None
         } else {
-            Some(
-                topics
-                    .iter()
-                    .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string((*t).to_owned())))))
-                    .collect(),
-            )
+            Some(topics.iter().map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string((*t).to_owned()))))).collect())
         });
         let mut backoff = Backoff::new(&self.config.backoff);
         loop {
@@ -329,15 +305,12 @@ impl Client {
                 return Ok(conn.clone());
             }
         }
-        let addr = self
-            .lock_metadata()
-            .brokers
-            .get(&id)
-            .map(BrokerInfo::addr)
-            .ok_or(ClientError::UnknownBroker { broker: id })?;
-        let conn = BrokerConnection::connect(&addr, self.config.connection.clone())
-            .await
-            .map_err(|source| ClientError::Connection { broker: id, api_key: ApiKey::ApiVersions, source })?;
+        let addr = self.lock_metadata().brokers.get(&id).map(BrokerInfo::addr).ok_or(ClientError::UnknownBroker { broker: id })?;
+        let conn = BrokerConnection::connect(&addr, self.config.connection.clone()).await.map_err(|source| ClientError::Connection {
+            broker: id,
+            api_key: ApiKey::ApiVersions,
+            source,
+        })?;
         let conn = Arc::new(conn);
         *slot = Some(conn.clone());
         Ok(conn)
@@ -420,11 +393,7 @@ impl Client {
                 Err(e) => e,
             };
             let Some(delay) = backoff.next_delay() else {
-                return Err(ClientError::RetriesExhausted {
-                    attempts: backoff.attempts() + 1,
-                    elapsed: backoff.elapsed(),
-                    source: Box::new(error),
-                });
+                return Err(ClientError::RetriesExhausted { attempts: backoff.attempts() + 1, elapsed: backoff.elapsed(), source: Box::new(error) });
             };
             if backoff.attempts() > 3 {
                 warn!(%error, ?delay, "retrying");

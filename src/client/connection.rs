@@ -38,8 +38,8 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
-    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -281,9 +281,7 @@ impl BrokerConnection {
         if let Some(code) = ErrorCode::try_from_code(response.error_code) {
             return Err(ConnectionError::Handshake { addr: addr.to_owned(), code });
         }
-        conn.versions = BrokerVersions::from_ranges(
-            response.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)),
-        );
+        conn.versions = BrokerVersions::from_ranges(response.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)));
         Ok(conn)
     }
 
@@ -291,19 +289,12 @@ impl BrokerConnection {
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
-        let shared = Arc::new(Shared {
-            addr: addr.to_owned(),
-            pending: Mutex::new(Pending::default()),
-            next_correlation_id: AtomicI32::new(0),
-        });
+        let shared = Arc::new(Shared { addr: addr.to_owned(), pending: Mutex::new(Pending::default()), next_correlation_id: AtomicI32::new(0) });
         let (read_half, write_half) = tokio::io::split(stream);
         let capacity = config.max_in_flight.max(1);
         let (frames, rx) = mpsc::channel(capacity);
         let span = debug_span!("broker_connection", broker.addr = %addr);
-        let reader = tokio::spawn(
-            read_loop(shared.clone(), FramedRead::new(read_half, FrameDecoder::new(config.max_frame_bytes)))
-                .instrument(span.clone()),
-        );
+        let reader = tokio::spawn(read_loop(shared.clone(), FramedRead::new(read_half, FrameDecoder::new(config.max_frame_bytes))).instrument(span.clone()));
         let writer = tokio::spawn(write_loop(shared.clone(), write_half, rx).instrument(span));
         Self {
             shared,
@@ -386,9 +377,7 @@ impl BrokerConnection {
     {
         let api_key = api_key_of::<R>();
         let client_id = &self.config.client_id;
-        let reply = self
-            .exchange(api_key as i16, version, |correlation_id| encode_request(request, api_key, version, correlation_id, client_id))
-            .await?;
+        let reply = self.exchange(api_key as i16, version, |correlation_id| encode_request(request, api_key, version, correlation_id, client_id)).await?;
         decode_response::<R>(self.addr(), api_key, version, reply)
     }
 
@@ -406,12 +395,7 @@ impl BrokerConnection {
     }
 
     /// One request/response: a correlation id, the frame from `encode`, the wait for its response.
-    async fn exchange(
-        &self,
-        api_key: i16,
-        api_version: i16,
-        encode: impl FnOnce(i32) -> Result<Bytes, ConnectionError>,
-    ) -> Result<Bytes, ConnectionError> {
+    async fn exchange(&self, api_key: i16, api_version: i16, encode: impl FnOnce(i32) -> Result<Bytes, ConnectionError>) -> Result<Bytes, ConnectionError> {
         let _permit = self.in_flight.acquire().await.map_err(|_| ConnectionError::Closed { addr: self.addr().to_owned() })?;
         let correlation_id = self.shared.next_correlation_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
         let frame = encode(correlation_id)?;
@@ -461,13 +445,7 @@ fn api_key_of<R: Request>() -> ApiKey {
 
 /// Encodes header and body into one length-prefixed frame. (`kafka-protocol` reports its codec errors as
 /// `anyhow::Error`; they are turned into typed errors here and go no further.)
-fn encode_request<R: Request>(
-    request: &R,
-    api_key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    client_id: &str,
-) -> Result<Bytes, ConnectionError> {
+fn encode_request<R: Request>(request: &R, api_key: ApiKey, version: i16, correlation_id: i32, client_id: &str) -> Result<Bytes, ConnectionError> {
     let encode_err = |e: anyhow::Error| ConnectionError::Encode { api_key, api_version: version, message: format!("{e:#}") };
     let header = RequestHeader::default()
         .with_request_api_key(api_key as i16)
@@ -490,8 +468,7 @@ fn encode_request<R: Request>(
 /// Decodes a response frame (header included) and checks nothing is left over.
 fn decode_response<R: Request>(addr: &str, api_key: ApiKey, version: i16, mut frame: Bytes) -> Result<R::Response, ConnectionError> {
     let decode_err = |message: String| ConnectionError::Decode { addr: addr.to_owned(), api_key, api_version: version, message };
-    ResponseHeader::decode(&mut frame, <R::Response as HeaderVersion>::header_version(version))
-        .map_err(|e| decode_err(format!("header: {e:#}")))?;
+    ResponseHeader::decode(&mut frame, <R::Response as HeaderVersion>::header_version(version)).map_err(|e| decode_err(format!("header: {e:#}")))?;
     let response = R::Response::decode(&mut frame, version).map_err(|e| decode_err(format!("{e:#}")))?;
     if frame.has_remaining() {
         return Err(decode_err(format!("{} unexpected trailing bytes", frame.remaining())));
@@ -517,9 +494,7 @@ async fn read_loop<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut frames: Framed
                     Some(waiter) => {
                         let _ = waiter.send(Ok(frame));
                     }
-                    None if correlation_id >= 0
-                        && correlation_id < shared.next_correlation_id.load(Ordering::Relaxed) =>
-                    {
+                    None if correlation_id >= 0 && correlation_id < shared.next_correlation_id.load(Ordering::Relaxed) => {
                         debug!(correlation_id, "response for a request nobody waits for any more");
                     }
                     None => break ConnectionError::UnexpectedCorrelationId { addr: shared.addr.clone(), correlation_id },

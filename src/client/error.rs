@@ -30,23 +30,11 @@ pub enum ConnectionError {
     Closed { addr: String },
     /// No response arrived within the request timeout. The request may or may not have been applied.
     #[error("{api_key:?} v{api_version} (correlation id {correlation_id}) to {addr} timed out after {timeout:?}")]
-    Timeout {
-        addr: String,
-        api_key: ApiKey,
-        api_version: i16,
-        correlation_id: i32,
-        timeout: Duration,
-    },
+    Timeout { addr: String, api_key: ApiKey, api_version: i16, correlation_id: i32, timeout: Duration },
     /// No response arrived within the request timeout for a request of an API without a known
     /// [`ApiKey`] (the mirror APIs, sent with `send_raw`).
     #[error("api key {api_key} v{api_version} (correlation id {correlation_id}) to {addr} timed out after {timeout:?}")]
-    RawTimeout {
-        addr: String,
-        api_key: i16,
-        api_version: i16,
-        correlation_id: i32,
-        timeout: Duration,
-    },
+    RawTimeout { addr: String, api_key: i16, api_version: i16, correlation_id: i32, timeout: Duration },
     /// A request could not be encoded (a bug, or a field that does not exist in the chosen version).
     #[error("cannot encode {api_key:?} v{api_version}: {message}")]
     Encode { api_key: ApiKey, api_version: i16, message: String },
@@ -58,13 +46,7 @@ pub enum ConnectionError {
     UnexpectedCorrelationId { addr: String, correlation_id: i32 },
     /// Neither side supports a common (or the pinned) version of an API.
     #[error("{api_key:?}: no usable version with {addr} (broker {broker}, ours {ours}, pinned {pinned:?})")]
-    UnsupportedVersion {
-        addr: String,
-        api_key: ApiKey,
-        broker: String,
-        ours: VersionRange,
-        pinned: Option<i16>,
-    },
+    UnsupportedVersion { addr: String, api_key: ApiKey, broker: String, ours: VersionRange, pinned: Option<i16> },
     /// The ApiVersions handshake failed with a broker error code.
     #[error("ApiVersions to {addr} failed: {code}")]
     Handshake { addr: String, code: ErrorCode },
@@ -109,12 +91,9 @@ impl ConnectionError {
     pub fn is_transport(&self) -> bool {
         match self {
             Self::Frame { source: FrameError::Io(e), .. } if super::tls::is_certificate_refusal(e) => false,
-            Self::Connect { .. }
-            | Self::ConnectTimeout { .. }
-            | Self::Frame { .. }
-            | Self::Closed { .. }
-            | Self::Timeout { .. }
-            | Self::RawTimeout { .. } => true,
+            Self::Connect { .. } | Self::ConnectTimeout { .. } | Self::Frame { .. } | Self::Closed { .. } | Self::Timeout { .. } | Self::RawTimeout { .. } => {
+                true
+            }
             Self::Tls { source, .. } => !super::tls::is_tls_failure(source),
             Self::Poisoned { source, .. } => source.is_transport(),
             _ => false,

@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use kafka_protocol::messages::{
-    ApiKey, FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
-};
+use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName};
 use kafka_protocol::messages::{offset_commit_request, offset_fetch_request};
 use kafka_protocol::protocol::StrBytes;
 
@@ -54,9 +52,11 @@ impl Client {
         self.retrying(&[], || async {
             let broker = self.any_broker()?;
             let conn = self.connection(broker).await?;
-            let version = conn
-                .version_for(ApiKey::FindCoordinator, None)
-                .map_err(|source| ClientError::Connection { broker, api_key: ApiKey::FindCoordinator, source })?;
+            let version = conn.version_for(ApiKey::FindCoordinator, None).map_err(|source| ClientError::Connection {
+                broker,
+                api_key: ApiKey::FindCoordinator,
+                source,
+            })?;
             // v4 replaced the single key by a list of keys.
             let key = StrBytes::from_string(group.to_owned());
             let request = if version >= 4 {
@@ -64,17 +64,20 @@ impl Client {
             } else {
                 FindCoordinatorRequest::default().with_key_type(0).with_key(key)
             };
-            let response = conn
-                .send(&request, Some(version))
-                .await
-                .map_err(|source| ClientError::Connection { broker, api_key: ApiKey::FindCoordinator, source })?;
+            let response =
+                conn.send(&request, Some(version)).await.map_err(|source| ClientError::Connection { broker, api_key: ApiKey::FindCoordinator, source })?;
             // v4+ answers per key; older versions at the top level.
             let (code, node, message) = match response.coordinators.first() {
                 Some(c) => (c.error_code, c.node_id.0, c.error_message.clone()),
                 None => (response.error_code, response.node_id.0, response.error_message.clone()),
             };
             if let Some(code) = ErrorCode::try_from_code(code) {
-                return Err(ClientError::Broker { api_key: ApiKey::FindCoordinator, target: group_target(group), code, message: message.map(|m| m.to_string()) });
+                return Err(ClientError::Broker {
+                    api_key: ApiKey::FindCoordinator,
+                    target: group_target(group),
+                    code,
+                    message: message.map(|m| m.to_string()),
+                });
             }
             Ok(node)
         })
@@ -125,20 +128,22 @@ impl Client {
         self.retrying(&[], || async {
             let coordinator = self.find_group_coordinator(group).await?;
             let conn = self.connection(coordinator).await?;
-            let version = conn
-                .version_for(ApiKey::OffsetFetch, None)
-                .map_err(|source| ClientError::Connection { broker: coordinator, api_key: ApiKey::OffsetFetch, source })?;
+            let version = conn.version_for(ApiKey::OffsetFetch, None).map_err(|source| ClientError::Connection {
+                broker: coordinator,
+                api_key: ApiKey::OffsetFetch,
+                source,
+            })?;
             let gid = GroupId(StrBytes::from_string(group.to_owned()));
             let request = if version >= 8 {
-                OffsetFetchRequest::default()
-                    .with_groups(vec![offset_fetch_request::OffsetFetchRequestGroup::default().with_group_id(gid).with_topics(None)])
+                OffsetFetchRequest::default().with_groups(vec![offset_fetch_request::OffsetFetchRequestGroup::default().with_group_id(gid).with_topics(None)])
             } else {
                 OffsetFetchRequest::default().with_group_id(gid).with_topics(None)
             };
-            let response = conn
-                .send(&request, Some(version))
-                .await
-                .map_err(|source| ClientError::Connection { broker: coordinator, api_key: ApiKey::OffsetFetch, source })?;
+            let response = conn.send(&request, Some(version)).await.map_err(|source| ClientError::Connection {
+                broker: coordinator,
+                api_key: ApiKey::OffsetFetch,
+                source,
+            })?;
             let mut out = BTreeMap::new();
             let fail = |code: i16| match ErrorCode::try_from_code(code) {
                 None => Ok(()),

@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest, join_group_request, leave_group_request,
-    sync_group_request,
+    ApiKey, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest, join_group_request, leave_group_request, sync_group_request,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -159,9 +158,7 @@ impl Client {
                 assignments
                     .into_iter()
                     .map(|(member, assignment)| {
-                        sync_group_request::SyncGroupRequestAssignment::default()
-                            .with_member_id(StrBytes::from_string(member))
-                            .with_assignment(assignment)
+                        sync_group_request::SyncGroupRequestAssignment::default().with_member_id(StrBytes::from_string(member)).with_assignment(assignment)
                     })
                     .collect(),
             );
@@ -189,13 +186,11 @@ impl Client {
     /// # Errors
     /// The coordinator's error or a transport error.
     pub async fn leave_group(&self, coordinator: i32, group: &str, member_id: &str) -> Result<(), ClientError> {
-        let request = LeaveGroupRequest::default()
-            .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
-            .with_members(vec![
-                leave_group_request::MemberIdentity::default()
-                    .with_member_id(StrBytes::from_string(member_id.to_owned()))
-                    .with_reason(Some(StrBytes::from_static_str("the proxy instance is shutting down"))),
-            ]);
+        let request = LeaveGroupRequest::default().with_group_id(GroupId(StrBytes::from_string(group.to_owned()))).with_members(vec![
+            leave_group_request::MemberIdentity::default()
+                .with_member_id(StrBytes::from_string(member_id.to_owned()))
+                .with_reason(Some(StrBytes::from_static_str("the proxy instance is shutting down"))),
+        ]);
         let response = self.send_to(coordinator, &request, Some(LEAVE_GROUP_VERSION)).await?;
         broker_error(ApiKey::LeaveGroup, coordinator, group, response.error_code)?;
         for member in response.members {

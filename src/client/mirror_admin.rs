@@ -18,9 +18,7 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{BrokerConnection, ConnectionConfig, ConnectionError, SecurityConfig};
-use crate::protocol::mirror::{
-    DecodeError, MirrorApiKey, MirrorRequest, RequestHeader, decode_body, decode_response_header, encode_body, encode_request,
-};
+use crate::protocol::mirror::{DecodeError, MirrorApiKey, MirrorRequest, RequestHeader, decode_body, decode_response_header, encode_body, encode_request};
 
 /// Largest response accepted, bytes (a describe of many partitions stays far below).
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;

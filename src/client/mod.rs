@@ -30,14 +30,12 @@ mod tls;
 mod versions;
 
 pub use acls::{
-    ANY, AclBinding, AclFilter, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, RESOURCE_CLUSTER, RESOURCE_GROUP, RESOURCE_TOPIC,
-    RESOURCE_TRANSACTIONAL_ID,
+    ANY, AclBinding, AclFilter, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, RESOURCE_CLUSTER, RESOURCE_GROUP, RESOURCE_TOPIC, RESOURCE_TRANSACTIONAL_ID,
 };
 pub use backoff::{Backoff, BackoffConfig};
 pub use calls::{
-    AlterConfigOp, ClusterDescription, ConfigEntry, ConfigResource, FetchPartitionSpec, FetchSession, FetchSpec,
-    FetchedPartition, IsolationLevel, NewTopic, OffsetSpec, ProduceOptions, ProducePartition, Produced, ProducerState,
-    TxnMarker,
+    AlterConfigOp, ClusterDescription, ConfigEntry, ConfigResource, FetchPartitionSpec, FetchSession, FetchSpec, FetchedPartition, IsolationLevel, NewTopic,
+    OffsetSpec, ProduceOptions, ProducePartition, Produced, ProducerState, TxnMarker,
 };
 pub use cluster::{BrokerInfo, Client, ClientConfig, Metadata, PartitionInfo, TopicInfo};
 pub use connection::{BrokerConnection, ConnectionConfig, REAUTH_FRACTION};

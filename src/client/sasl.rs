@@ -163,7 +163,10 @@ enum ScramState {
     /// client-first sent; waiting for server-first.
     First,
     /// client-final sent; waiting for server-final, whose signature is HMAC(server key, auth message).
-    Final { server_key: hmac::Key, auth_message: String },
+    Final {
+        server_key: hmac::Key,
+        auth_message: String,
+    },
     Done,
 }
 

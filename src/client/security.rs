@@ -124,14 +124,7 @@ impl Default for TlsSettings {
     /// `ssl.truststore.location`), no client certificate, host names checked (the Java client's
     /// `https` default).
     fn default() -> Self {
-        Self {
-            truststore: None,
-            truststore_certificates: None,
-            keystore: None,
-            keystore_certificate_chain: None,
-            keystore_key: None,
-            verify_hostname: true,
-        }
+        Self { truststore: None, truststore_certificates: None, keystore: None, keystore_certificate_chain: None, keystore_key: None, verify_hostname: true }
     }
 }
 
@@ -161,11 +154,7 @@ pub struct SaslSettings {
 
 impl std::fmt::Debug for SaslSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SaslSettings")
-            .field("mechanism", &self.mechanism)
-            .field("username", &self.username)
-            .field("password", &"[redacted]")
-            .finish()
+        f.debug_struct("SaslSettings").field("mechanism", &self.mechanism).field("username", &self.username).field("password", &"[redacted]").finish()
     }
 }
 
@@ -213,10 +202,7 @@ impl SecurityConfig {
                 "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
                 "SASL_SSL" => SecurityProtocol::SaslSsl,
                 other => {
-                    return Err(bad(
-                        "security.protocol",
-                        format!("`{other}` is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
-                    ));
+                    return Err(bad("security.protocol", format!("`{other}` is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")));
                 }
             },
         };
@@ -237,20 +223,15 @@ impl SecurityConfig {
             keystore: text("ssl.keystore.location").map(PathBuf::from),
             keystore_certificate_chain: text("ssl.keystore.certificate.chain"),
             keystore_key: text("ssl.keystore.key"),
-            verify_hostname: props
-                .get("ssl.endpoint.identification.algorithm")
-                .is_none_or(|v| !v.trim().is_empty()),
+            verify_hostname: props.get("ssl.endpoint.identification.algorithm").is_none_or(|v| !v.trim().is_empty()),
         };
         let sasl = if protocol.uses_sasl() {
             let name = props.get("sasl.mechanism").map_or("GSSAPI", |m| m.trim());
-            let mechanism = SaslMechanism::parse(name).ok_or_else(|| {
-                bad("sasl.mechanism", format!("`{name}` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
-            })?;
-            let jaas = props
-                .get("sasl.jaas.config")
-                .ok_or_else(|| bad("sasl.jaas.config", "required with SASL".to_owned()))?;
-            let (username, password) = parse_jaas_credentials(jaas)
-                .ok_or_else(|| bad("sasl.jaas.config", "needs username=\"…\" and password=\"…\"".to_owned()))?;
+            let mechanism = SaslMechanism::parse(name)
+                .ok_or_else(|| bad("sasl.mechanism", format!("`{name}` is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")))?;
+            let jaas = props.get("sasl.jaas.config").ok_or_else(|| bad("sasl.jaas.config", "required with SASL".to_owned()))?;
+            let (username, password) =
+                parse_jaas_credentials(jaas).ok_or_else(|| bad("sasl.jaas.config", "needs username=\"…\" and password=\"…\"".to_owned()))?;
             Some(SaslSettings { mechanism, username, password })
         } else {
             None
@@ -266,7 +247,10 @@ impl SecurityConfig {
             ));
         }
         if tls.keystore.is_some() && (tls.keystore_certificate_chain.is_some() || tls.keystore_key.is_some()) {
-            return Err(bad("ssl.keystore.location", "give either a keystore file or ssl.keystore.certificate.chain and ssl.keystore.key, not both".to_owned()));
+            return Err(bad(
+                "ssl.keystore.location",
+                "give either a keystore file or ssl.keystore.certificate.chain and ssl.keystore.key, not both".to_owned(),
+            ));
         }
         if tls.keystore_certificate_chain.is_some() != tls.keystore_key.is_some() {
             let missing = if tls.keystore_key.is_none() { "ssl.keystore.key" } else { "ssl.keystore.certificate.chain" };
@@ -317,10 +301,7 @@ mod tests {
         let c = SecurityConfig::from_properties(&props(&[
             ("security.protocol", "SASL_SSL"),
             ("sasl.mechanism", "SCRAM-SHA-512"),
-            (
-                "sasl.jaas.config",
-                r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="mirror" password="s3cr=t";"#,
-            ),
+            ("sasl.jaas.config", r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="mirror" password="s3cr=t";"#),
             ("ssl.truststore.location", "/etc/ca.pem"),
             ("ssl.truststore.type", "PEM"),
         ]))
@@ -335,8 +316,7 @@ mod tests {
     fn names_the_bad_key() {
         let err = SecurityConfig::from_properties(&props(&[("security.protocol", "TLS")])).unwrap_err();
         assert!(matches!(err, ClientError::Config { ref key, .. } if key == "security.protocol"), "{err}");
-        let err = SecurityConfig::from_properties(&props(&[("security.protocol", "SASL_PLAINTEXT"), ("sasl.mechanism", "PLAIN")]))
-            .unwrap_err();
+        let err = SecurityConfig::from_properties(&props(&[("security.protocol", "SASL_PLAINTEXT"), ("sasl.mechanism", "PLAIN")])).unwrap_err();
         assert!(matches!(err, ClientError::Config { ref key, .. } if key == "sasl.jaas.config"), "{err}");
         let err = SecurityConfig::from_properties(&props(&[("ssl.keystore.type", "JKS")])).unwrap_err();
         assert!(matches!(err, ClientError::Config { ref key, .. } if key == "ssl.keystore.type"), "{err}");

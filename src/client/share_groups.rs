@@ -14,9 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use kafka_protocol::messages::{
-    AlterShareGroupOffsetsRequest, ApiKey, DescribeShareGroupOffsetsRequest, GroupId, ShareGroupDescribeRequest, TopicName,
-};
+use kafka_protocol::messages::{AlterShareGroupOffsetsRequest, ApiKey, DescribeShareGroupOffsetsRequest, GroupId, ShareGroupDescribeRequest, TopicName};
 use kafka_protocol::messages::{alter_share_group_offsets_request, describe_share_group_offsets_request};
 use kafka_protocol::protocol::StrBytes;
 
@@ -103,11 +101,7 @@ impl Client {
     ///
     /// # Errors
     /// The group's error once retries run out.
-    pub async fn describe_share_group_offsets(
-        &self,
-        group: &str,
-        topics: &BTreeMap<String, Vec<i32>>,
-    ) -> Result<BTreeMap<(String, i32), i64>, ClientError> {
+    pub async fn describe_share_group_offsets(&self, group: &str, topics: &BTreeMap<String, Vec<i32>>) -> Result<BTreeMap<(String, i32), i64>, ClientError> {
         if topics.is_empty() {
             return Ok(BTreeMap::new());
         }
@@ -169,18 +163,16 @@ impl Client {
                     .with_start_offset(*offset),
             );
         }
-        let request = AlterShareGroupOffsetsRequest::default()
-            .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
-            .with_topics(
-                topics
-                    .into_iter()
-                    .map(|(t, partitions)| {
-                        alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default()
-                            .with_topic_name(TopicName(StrBytes::from_string(t.to_owned())))
-                            .with_partitions(partitions)
-                    })
-                    .collect(),
-            );
+        let request = AlterShareGroupOffsetsRequest::default().with_group_id(GroupId(StrBytes::from_string(group.to_owned()))).with_topics(
+            topics
+                .into_iter()
+                .map(|(t, partitions)| {
+                    alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(TopicName(StrBytes::from_string(t.to_owned())))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        );
         self.retrying(&[], || async {
             let coordinator = self.find_group_coordinator(group).await?;
             let response = self.send_to(coordinator, &request, None).await?;

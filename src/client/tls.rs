@@ -76,11 +76,8 @@ impl TlsConnector {
             roots.add(cert).map_err(|e| bad(trust_key, format!("not a usable CA certificate: {e}")))?;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .build()
-            .map_err(|e| bad(trust_key, e.to_string()))?;
-        let verifier: Arc<dyn ServerCertVerifier> =
-            if settings.verify_hostname { webpki } else { Arc::new(ChainOnlyVerifier { inner: webpki }) };
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone()).build().map_err(|e| bad(trust_key, e.to_string()))?;
+        let verifier: Arc<dyn ServerCertVerifier> = if settings.verify_hostname { webpki } else { Arc::new(ChainOnlyVerifier { inner: webpki }) };
         let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| bad(trust_key, e.to_string()))?
@@ -91,18 +88,16 @@ impl TlsConnector {
                 let pem = read_pem_file("ssl.keystore.location", path)?;
                 Some((certificates("ssl.keystore.location", &pem)?, private_key("ssl.keystore.location", &pem)?, "ssl.keystore.location"))
             }
-            (None, Some(chain), Some(key)) => Some((
-                certificates("ssl.keystore.certificate.chain", chain.as_bytes())?,
-                private_key("ssl.keystore.key", key.as_bytes())?,
-                "ssl.keystore.key",
-            )),
+            (None, Some(chain), Some(key)) => {
+                Some((certificates("ssl.keystore.certificate.chain", chain.as_bytes())?, private_key("ssl.keystore.key", key.as_bytes())?, "ssl.keystore.key"))
+            }
             _ => None,
         };
         let config = match identity {
             None => builder.with_no_client_auth(),
-            Some((chain, key, key_name)) => builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| bad(key_name, format!("the private key does not fit the certificate chain: {e}")))?,
+            Some((chain, key, key_name)) => {
+                builder.with_client_auth_cert(chain, key).map_err(|e| bad(key_name, format!("the private key does not fit the certificate chain: {e}")))?
+            }
         };
         Ok(Self { config: Arc::new(config) })
     }
@@ -131,8 +126,7 @@ impl TlsConnector {
 fn server_name(addr: &str) -> io::Result<ServerName<'static>> {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    ServerName::try_from(host.to_owned())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("`{host}` is not a valid TLS server name: {e}")))
+    ServerName::try_from(host.to_owned()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("`{host}` is not a valid TLS server name: {e}")))
 }
 
 fn read_pem_file(key: &str, path: &std::path::Path) -> Result<Vec<u8>, ClientError> {
@@ -141,9 +135,7 @@ fn read_pem_file(key: &str, path: &std::path::Path) -> Result<Vec<u8>, ClientErr
 
 fn certificates(key: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, ClientError> {
     let bad = |message: String| ClientError::Config { key: key.to_owned(), message };
-    let certs = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad(format!("not valid PEM: {e}")))?;
+    let certs = CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| bad(format!("not valid PEM: {e}")))?;
     if certs.is_empty() {
         return Err(bad("holds no PEM certificate (-----BEGIN CERTIFICATE-----)".to_owned()));
     }
@@ -151,10 +143,8 @@ fn certificates(key: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, C
 }
 
 fn private_key(key: &str, pem: &[u8]) -> Result<PrivateKeyDer<'static>, ClientError> {
-    PrivateKeyDer::from_pem_slice(pem).map_err(|e| ClientError::Config {
-        key: key.to_owned(),
-        message: format!("holds no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
-    })
+    PrivateKeyDer::from_pem_slice(pem)
+        .map_err(|e| ClientError::Config { key: key.to_owned(), message: format!("holds no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1): {e}") })
 }
 
 /// `ssl.endpoint.identification.algorithm=` (empty): verifies the chain like [`WebPkiServerVerifier`]
@@ -183,21 +173,11 @@ impl ServerCertVerifier for ChainOnlyVerifier {
         }
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.inner.verify_tls12_signature(message, cert, dss)
     }
 
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.inner.verify_tls13_signature(message, cert, dss)
     }
 

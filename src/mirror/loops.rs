@@ -104,17 +104,11 @@ async fn from_state_topic(source: &Client, topic: &str) -> Result<BTreeMap<Strin
         // No secret key: sealed settings stay closed, and only topics are read here.
         model.apply(record, None);
     }
-    Ok(model
-        .topics
-        .iter()
-        .filter(|(_, t)| t.summary_state() != PartitionState::Stopped)
-        .map(|(name, t)| (name.clone(), t.record.mirror.clone()))
-        .collect())
+    Ok(model.topics.iter().filter(|(_, t)| t.summary_state() != PartitionState::Stopped).map(|(name, t)| (name.clone(), t.record.mirror.clone())).collect())
 }
 
 async fn from_proxy(source: &Client) -> Result<BTreeMap<String, String>, LoopCheckError> {
-    let versions =
-        source.broker_versions().await.map_err(|e| LoopCheckError::Source { what: "reading its ApiVersions".to_owned(), source: Box::new(e) })?;
+    let versions = source.broker_versions().await.map_err(|e| LoopCheckError::Source { what: "reading its ApiVersions".to_owned(), source: Box::new(e) })?;
     let announced = [MirrorApiKey::ListMirrors, MirrorApiKey::DescribeMirrors].iter().all(|k| versions.range_of_key(k.key()).is_some());
     if !announced {
         return Ok(BTreeMap::new());

@@ -345,7 +345,11 @@ impl Shared {
             if let Some(entry) = existing.filter(|e| e.record.goal != TopicGoal::Stopped) {
                 outcomes.push((
                     info.name.clone(),
-                    Err(MirrorError::TopicInMirror { topic: info.name.clone(), mirror: entry.record.mirror.clone(), state: entry.summary_state().name().to_owned() }),
+                    Err(MirrorError::TopicInMirror {
+                        topic: info.name.clone(),
+                        mirror: entry.record.mirror.clone(),
+                        state: entry.summary_state().name().to_owned(),
+                    }),
                 ));
                 continue;
             }
@@ -587,13 +591,26 @@ impl MirrorManager {
             let _ = writeln!(out, "kafka_mirror_proxy_mirror_topic_owned{{mirror=\"{mirror}\",topic=\"{topic}\"}} 1");
         }
         let statuses = self.shared.partition_statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        header(&mut out, "mirror_partition_lag_records", "gauge", "Offsets not copied yet (to the source LSO under read_committed, else its high watermark), per partition copied here.");
+        header(
+            &mut out,
+            "mirror_partition_lag_records",
+            "gauge",
+            "Offsets not copied yet (to the source LSO under read_committed, else its high watermark), per partition copied here.",
+        );
         for ((topic, partition), (mirror, status, committed)) in &statuses {
-            let _ = writeln!(out, "kafka_mirror_proxy_mirror_partition_lag_records{{mirror=\"{mirror}\",topic=\"{topic}\",partition=\"{partition}\"}} {}", status.lag(*committed));
+            let _ = writeln!(
+                out,
+                "kafka_mirror_proxy_mirror_partition_lag_records{{mirror=\"{mirror}\",topic=\"{topic}\",partition=\"{partition}\"}} {}",
+                status.lag(*committed)
+            );
         }
         header(&mut out, "mirror_partition_destination_offset", "gauge", "Next destination offset to write, per partition copied here.");
         for ((topic, partition), (mirror, status, _)) in &statuses {
-            let _ = writeln!(out, "kafka_mirror_proxy_mirror_partition_destination_offset{{mirror=\"{mirror}\",topic=\"{topic}\",partition=\"{partition}\"}} {}", status.destination_offset);
+            let _ = writeln!(
+                out,
+                "kafka_mirror_proxy_mirror_partition_destination_offset{{mirror=\"{mirror}\",topic=\"{topic}\",partition=\"{partition}\"}} {}",
+                status.destination_offset
+            );
         }
         let syncs = self.sync_statuses();
         let seconds = |t: &std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
@@ -601,7 +618,12 @@ impl MirrorManager {
         for (mirror, kinds) in &syncs {
             for (kind, status) in kinds {
                 if let Some(t) = &status.last_success {
-                    let _ = writeln!(out, "kafka_mirror_proxy_mirror_sync_last_success_timestamp_seconds{{mirror=\"{mirror}\",kind=\"{}\"}} {:.3}", kind.name(), seconds(t));
+                    let _ = writeln!(
+                        out,
+                        "kafka_mirror_proxy_mirror_sync_last_success_timestamp_seconds{{mirror=\"{mirror}\",kind=\"{}\"}} {:.3}",
+                        kind.name(),
+                        seconds(t)
+                    );
                 }
             }
         }
@@ -609,14 +631,24 @@ impl MirrorManager {
         for (mirror, kinds) in &syncs {
             for (kind, status) in kinds {
                 if let Some((t, _)) = &status.last_failure {
-                    let _ = writeln!(out, "kafka_mirror_proxy_mirror_sync_last_failure_timestamp_seconds{{mirror=\"{mirror}\",kind=\"{}\"}} {:.3}", kind.name(), seconds(t));
+                    let _ = writeln!(
+                        out,
+                        "kafka_mirror_proxy_mirror_sync_last_failure_timestamp_seconds{{mirror=\"{mirror}\",kind=\"{}\"}} {:.3}",
+                        kind.name(),
+                        seconds(t)
+                    );
                 }
             }
         }
         header(&mut out, "mirror_sync_consecutive_failures", "gauge", "Failed runs of each kind of sync since its last success.");
         for (mirror, kinds) in &syncs {
             for (kind, status) in kinds {
-                let _ = writeln!(out, "kafka_mirror_proxy_mirror_sync_consecutive_failures{{mirror=\"{mirror}\",kind=\"{}\"}} {}", kind.name(), status.consecutive_failures);
+                let _ = writeln!(
+                    out,
+                    "kafka_mirror_proxy_mirror_sync_consecutive_failures{{mirror=\"{mirror}\",kind=\"{}\"}} {}",
+                    kind.name(),
+                    status.consecutive_failures
+                );
             }
         }
         out
@@ -652,10 +684,8 @@ impl MirrorManager {
             return Ok(());
         }
         let cluster_id = source.cached_metadata().cluster_id.unwrap_or_default();
-        let record = StateRecord::Mirror {
-            name: name.to_owned(),
-            value: Some(MirrorDefinition { configs, source_cluster_id: cluster_id, created_ms: now_ms() }),
-        };
+        let record =
+            StateRecord::Mirror { name: name.to_owned(), value: Some(MirrorDefinition { configs, source_cluster_id: cluster_id, created_ms: now_ms() }) };
         self.shared.commit(&[record]).await?;
         self.shared.sources.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.to_owned(), source);
         info!(mirror = name, bootstrap = settings.bootstrap_servers(), "mirror created");
@@ -836,11 +866,7 @@ impl MirrorManager {
     /// Unknown mirror, or stored settings that cannot be opened.
     pub fn describe_configs(&self, mirror: &str) -> Result<Vec<DescribedSetting>, MirrorError> {
         let settings = self.settings_of(mirror)?;
-        Ok(settings
-            .redacted()
-            .into_iter()
-            .map(|(name, value)| DescribedSetting { is_sensitive: value.is_none(), name, value })
-            .collect())
+        Ok(settings.redacted().into_iter().map(|(name, value)| DescribedSetting { is_sensitive: value.is_none(), name, value }).collect())
     }
 
     /// Changes the mirror's settings; its topics reconnect to the (possibly new) source.

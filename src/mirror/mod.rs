@@ -44,8 +44,8 @@ pub use error::MirrorError;
 pub use lookup::{InMemoryMirrorLookup, MirrorLookup, MirroredTopic};
 pub use loops::{LoopCheckError, source_mirror_topics};
 pub use manager::{
-    ConfigChange, DescribedSetting, MirrorDescription, MirrorListing, MirrorManager, MirrorManagerConfig, PartitionDescription,
-    SyncStatuses, TopicDescription, TopicOutcomes,
+    ConfigChange, DescribedSetting, MirrorDescription, MirrorListing, MirrorManager, MirrorManagerConfig, PartitionDescription, SyncStatuses, TopicDescription,
+    TopicOutcomes,
 };
 pub use ownership::{MembershipConfig, Ownership};
 pub use settings::{MirrorSettings, SecretKey, SettingError};

@@ -182,7 +182,13 @@ enum Ended {
 
 /// Keeps this instance in the group until `cancel`, publishing what it owns to `assigned` (`None`
 /// while it owns nothing), and calling `revoke` before each rejoin. Leaves the group on `cancel`.
-pub async fn run_membership(client: Arc<Client>, config: MembershipConfig, assigned: watch::Sender<Option<Ownership>>, revoke: Revoke, cancel: CancellationToken) {
+pub async fn run_membership(
+    client: Arc<Client>,
+    config: MembershipConfig,
+    assigned: watch::Sender<Option<Ownership>>,
+    revoke: Revoke,
+    cancel: CancellationToken,
+) {
     let mut member_id = String::new();
     let mut backoff = Backoff::new(&config.retry_backoff);
     let mut coordinator: Option<i32>;
@@ -201,11 +207,8 @@ pub async fn run_membership(client: Arc<Client>, config: MembershipConfig, assig
                 if e.code() == Some(ErrorCode::UnknownMemberId) {
                     member_id.clear();
                 }
-                let delay = if e.code() == Some(ErrorCode::RebalanceInProgress) {
-                    Duration::ZERO
-                } else {
-                    backoff.next_delay().unwrap_or(config.retry_backoff.max)
-                };
+                let delay =
+                    if e.code() == Some(ErrorCode::RebalanceInProgress) { Duration::ZERO } else { backoff.next_delay().unwrap_or(config.retry_backoff.max) };
                 // A rebalance in progress or a coordinator moving is routine; failing again and
                 // again (a group id used by consumers, no access to the group) needs an operator.
                 if backoff.attempts() > 3 {
@@ -321,7 +324,11 @@ async fn heartbeat_until_ended(
                 }
             },
         };
-        let beat = tokio::time::timeout(config.heartbeat_interval.max(Duration::from_secs(1)), client.heartbeat(broker, &config.group_id, ownership.generation, &ownership.me)).await;
+        let beat = tokio::time::timeout(
+            config.heartbeat_interval.max(Duration::from_secs(1)),
+            client.heartbeat(broker, &config.group_id, ownership.generation, &ownership.me),
+        )
+        .await;
         match beat {
             Ok(Ok(())) => last_ok = Instant::now(),
             Ok(Err(e)) => match e.code() {

@@ -376,11 +376,7 @@ impl StateRecord {
 }
 
 fn check_schema(version: i16) -> Result<(), DecodeError> {
-    if version == SCHEMA_VERSION {
-        Ok(())
-    } else {
-        Err(DecodeError::UnsupportedVersion { api: "__mirror_state record", version })
-    }
+    if version == SCHEMA_VERSION { Ok(()) } else { Err(DecodeError::UnsupportedVersion { api: "__mirror_state record", version }) }
 }
 
 fn decode_value<T: Field>(bytes: &[u8]) -> Result<T, DecodeError> {
@@ -418,17 +414,19 @@ mod tests {
             .prop_map(|(name, value, sealed)| StoredConfig { name, value, sealed: sealed.map(Bytes::from) });
         let definition = (proptest::collection::vec(config, 0..4), ".{0,22}", any::<i64>())
             .prop_map(|(configs, source_cluster_id, created_ms)| MirrorDefinition { configs, source_cluster_id, created_ms });
-        let topic = (".{0,10}", any::<u128>(), any::<i32>(), arb_goal(), any::<i64>()).prop_map(
-            |(mirror, id, partitions, goal, updated_ms)| TopicRecord {
-                mirror,
-                source_topic_id: Uuid::from_u128(id),
-                partitions,
-                goal,
-                updated_ms,
-            },
-        );
-        let partition = (".{0,10}", arb_state(), any::<i16>(), any::<i64>())
-            .prop_map(|(mirror, state, retry_attempt, updated_ms)| PartitionRecord { mirror, state, retry_attempt, updated_ms });
+        let topic = (".{0,10}", any::<u128>(), any::<i32>(), arb_goal(), any::<i64>()).prop_map(|(mirror, id, partitions, goal, updated_ms)| TopicRecord {
+            mirror,
+            source_topic_id: Uuid::from_u128(id),
+            partitions,
+            goal,
+            updated_ms,
+        });
+        let partition = (".{0,10}", arb_state(), any::<i16>(), any::<i64>()).prop_map(|(mirror, state, retry_attempt, updated_ms)| PartitionRecord {
+            mirror,
+            state,
+            retry_attempt,
+            updated_ms,
+        });
         let binding = (any::<i8>(), any::<i8>(), ".{0,20}", ".{0,20}", ".{0,10}", any::<i8>(), any::<i8>()).prop_map(
             |(resource_type, pattern_type, resource_name, principal, host, operation, permission_type)| AclBinding {
                 resource_type,
@@ -445,8 +443,7 @@ mod tests {
             (".{0,20}", proptest::option::of(definition)).prop_map(|(name, value)| StateRecord::Mirror { name, value }),
             (".{0,20}", binding, proptest::option::of(acl)).prop_map(|(mirror, binding, value)| StateRecord::Acl { mirror, binding, value }),
             (".{0,20}", proptest::option::of(topic)).prop_map(|(topic, value)| StateRecord::Topic { topic, value }),
-            (".{0,20}", any::<i32>(), proptest::option::of(partition))
-                .prop_map(|(topic, partition, value)| StateRecord::Partition { topic, partition, value }),
+            (".{0,20}", any::<i32>(), proptest::option::of(partition)).prop_map(|(topic, partition, value)| StateRecord::Partition { topic, partition, value }),
             (".{0,20}", proptest::option::of((proptest::collection::vec(".{0,10}", 0..3), proptest::collection::vec(".{0,10}", 0..3))))
                 .prop_map(|(mirror, value)| StateRecord::Filter { mirror, value: value.map(|(include, exclude)| TopicFilter { include, exclude }) }),
         ]

@@ -30,11 +30,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use super::PartitionState;
 use super::manager::Shared;
 use super::records::{PartitionRecord, StateRecord, TopicGoal};
 use super::settings::MirrorSettings;
 use super::stop::abort_open_transactions;
-use super::PartitionState;
 use crate::client::{Backoff, Client};
 use crate::replicator::{ReplicationError, Replicator, ReplicatorConfig, topic as replicator_topic};
 
@@ -101,9 +101,7 @@ impl TopicRunner {
             }));
         }
         let config = self.shared.replicator_config(&self.mirror, settings);
-        replicator_topic::ensure_destination(&source, &self.shared.destination, &described, &config)
-            .await
-            .map_err(SetupError::Replication)?;
+        replicator_topic::ensure_destination(&source, &self.shared.destination, &described, &config).await.map_err(SetupError::Replication)?;
         Ok((source, config))
     }
 

@@ -157,7 +157,8 @@ impl MirrorSettings {
             let value = value.trim();
             match kind {
                 SettingKind::Text | SettingKind::Secret => {
-                    let may_be_empty = matches!(key.as_str(), "ssl.endpoint.identification.algorithm" | "topics.exclude" | "topic.properties.exclude" | "groups.exclude");
+                    let may_be_empty =
+                        matches!(key.as_str(), "ssl.endpoint.identification.algorithm" | "topics.exclude" | "topic.properties.exclude" | "groups.exclude");
                     if value.is_empty() && !may_be_empty {
                         problems.push(bad(key, "is empty"));
                     }
@@ -239,8 +240,7 @@ impl MirrorSettings {
     /// `sasl.mechanism`, `sasl.jaas.config`) as [`SecurityConfig::from_properties`] reads them.
     pub fn client_config(&self, mirror: &str) -> ClientConfig {
         let mut config = ClientConfig::new(self.bootstrap_servers());
-        config.connection.client_id =
-            self.get("client.id").map_or_else(|| format!("kafka-mirror-proxy-mirror-{mirror}"), str::to_owned);
+        config.connection.client_id = self.get("client.id").map_or_else(|| format!("kafka-mirror-proxy-mirror-{mirror}"), str::to_owned);
         if let Some(ms) = self.int("request.timeout.ms") {
             config.connection.request_timeout = Duration::from_millis(ms as u64);
         }
@@ -274,9 +274,7 @@ impl MirrorSettings {
             .iter()
             .map(|(name, value)| {
                 if setting_kind(name) == Some(SettingKind::Secret) {
-                    let key = key.ok_or_else(|| {
-                        bad(name, "is a secret, and this proxy has no secret key to store it encrypted (configure one)")
-                    })?;
+                    let key = key.ok_or_else(|| bad(name, "is a secret, and this proxy has no secret key to store it encrypted (configure one)"))?;
                     Ok(StoredConfig { name: name.clone(), value: None, sealed: Some(key.seal(mirror, name, value)) })
                 } else {
                     Ok(StoredConfig { name: name.clone(), value: Some(value.clone()), sealed: None })

@@ -103,10 +103,7 @@ impl StateStore {
     /// # Errors
     /// [`StoreError::Destination`] if ListOffsets fails.
     pub async fn end_offset(&self) -> Result<i64, StoreError> {
-        self.destination
-            .list_offset(&self.topic, 0, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
-            .await
-            .map_err(self.fail("ListOffsets"))
+        self.destination.list_offset(&self.topic, 0, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.map_err(self.fail("ListOffsets"))
     }
 
     /// Follows the topic from `from` until `cancel`, handing every batch of records to `apply` in
@@ -292,7 +289,11 @@ pub async fn read_state_topic(client: &Client, topic: &str) -> Result<(Vec<State
         let fetched = client.fetch_partition(topic, 0, offset, IsolationLevel::ReadUncommitted, LOAD_FETCH_BYTES).await.map_err(fail("Fetch"))?;
         let before = offset;
         for batch in RecordBatches::new(fetched.records) {
-            let batch = batch.map_err(|_| StoreError::Corrupt { topic: topic.to_owned(), offset, source: DecodeError::InvalidValue { field: "record batch", value: offset } })?;
+            let batch = batch.map_err(|_| StoreError::Corrupt {
+                topic: topic.to_owned(),
+                offset,
+                source: DecodeError::InvalidValue { field: "record batch", value: offset },
+            })?;
             if batch.next_offset() <= offset {
                 continue;
             }

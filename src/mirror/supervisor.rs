@@ -157,9 +157,7 @@ impl Supervisor {
         let stale: Vec<String> = self
             .topics
             .iter()
-            .filter(|(name, (identity, _, running))| {
-                running.handle.is_finished() || wanted_topics.get(*name).is_none_or(|(wanted, _)| wanted != identity)
-            })
+            .filter(|(name, (identity, _, running))| running.handle.is_finished() || wanted_topics.get(*name).is_none_or(|(wanted, _)| wanted != identity))
             .map(|(name, _)| name.clone())
             .collect();
         let stopping: Vec<Running> = stale

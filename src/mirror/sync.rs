@@ -22,10 +22,10 @@ use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::MirrorError;
 use super::manager::{Shared, SyncStatuses, partition_records};
 use super::records::{AclRecord, StateRecord, TopicGoal, TopicRecord};
 use super::supervisor::SyncWant;
-use super::MirrorError;
 use super::{PartitionState, now_ms};
 use crate::client::{AclBinding, Backoff, Client};
 use crate::replicator::{ReplicationError, topic as replicator_topic};
@@ -153,11 +153,12 @@ impl MirrorTopicsView {
         }
         // A paused topic stays paused; its owner adds the partitions when it resumes.
         let state = if record.goal == TopicGoal::Pause { PartitionState::Paused } else { PartitionState::Initializing };
-        let mut records: Vec<StateRecord> = partition_records(&self.mirror, topic, described.partitions, &state)
-            .into_iter()
-            .skip(usize::try_from(record.partitions).unwrap_or(0))
-            .collect();
-        records.push(StateRecord::Topic { topic: topic.to_owned(), value: Some(TopicRecord { partitions: described.partitions, updated_ms: now_ms(), ..record.clone() }) });
+        let mut records: Vec<StateRecord> =
+            partition_records(&self.mirror, topic, described.partitions, &state).into_iter().skip(usize::try_from(record.partitions).unwrap_or(0)).collect();
+        records.push(StateRecord::Topic {
+            topic: topic.to_owned(),
+            value: Some(TopicRecord { partitions: described.partitions, updated_ms: now_ms(), ..record.clone() }),
+        });
         self.shared
             .commit(&records)
             .await

@@ -64,9 +64,7 @@ use std::iter::FusedIterator;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 pub use super::control::{ControlBatchSpec, ControlRecordPart, ControlType, build_control_batch};
-pub use super::records::{
-    BatchBuilder, DEFAULT_MAX_UNCOMPRESSED_BYTES, Record, RecordFault, RecordField, RecordIter,
-};
+pub use super::records::{BatchBuilder, DEFAULT_MAX_UNCOMPRESSED_BYTES, Record, RecordFault, RecordField, RecordIter};
 
 /// The only record batch format this module reads and writes.
 pub const MAGIC_V2: i8 = 2;
@@ -114,51 +112,23 @@ pub(crate) const DELETE_HORIZON_FLAG: i16 = 0x40;
 #[non_exhaustive]
 pub enum BatchError {
     /// `batchLength` is negative or smaller than the v2 header.
-    #[error(
-        "invalid batch length {batch_length} at position {position} (base offset {base_offset})"
-    )]
-    InvalidBatchLength {
-        position: usize,
-        base_offset: i64,
-        batch_length: i32,
-    },
+    #[error("invalid batch length {batch_length} at position {position} (base offset {base_offset})")]
+    InvalidBatchLength { position: usize, base_offset: i64, batch_length: i32 },
     /// Magic 0 or 1: a legacy message set (pre-0.11 format), which this project does not copy.
-    #[error(
-        "legacy message format v{magic} at position {position} (base offset {base_offset}) is not supported"
-    )]
-    UnsupportedMagic {
-        position: usize,
-        base_offset: i64,
-        magic: i8,
-    },
+    #[error("legacy message format v{magic} at position {position} (base offset {base_offset}) is not supported")]
+    UnsupportedMagic { position: usize, base_offset: i64, magic: i8 },
     /// A magic byte no Kafka version writes.
     #[error("unknown magic {magic} at position {position} (base offset {base_offset})")]
-    UnknownMagic {
-        position: usize,
-        base_offset: i64,
-        magic: i8,
-    },
+    UnknownMagic { position: usize, base_offset: i64, magic: i8 },
     /// [`RawBatch::from_bytes`] got fewer bytes than the batch needs.
     #[error("batch truncated: {needed} bytes needed, {available} available")]
     Truncated { needed: usize, available: usize },
     /// [`RawBatch::from_bytes`] got more bytes than `batchLength` accounts for.
-    #[error(
-        "batch at base offset {base_offset} is {batch_size} bytes but {actual} bytes were given"
-    )]
-    TrailingBytes {
-        base_offset: i64,
-        batch_size: usize,
-        actual: usize,
-    },
+    #[error("batch at base offset {base_offset} is {batch_size} bytes but {actual} bytes were given")]
+    TrailingBytes { base_offset: i64, batch_size: usize, actual: usize },
     /// The stored CRC-32C does not match the bytes from `attributes` to the end.
-    #[error(
-        "CRC mismatch in batch at base offset {base_offset}: stored {expected:#010x}, computed {computed:#010x}"
-    )]
-    CrcMismatch {
-        base_offset: i64,
-        expected: u32,
-        computed: u32,
-    },
+    #[error("CRC mismatch in batch at base offset {base_offset}: stored {expected:#010x}, computed {computed:#010x}")]
+    CrcMismatch { base_offset: i64, expected: u32, computed: u32 },
     /// The compression bits name a codec Kafka does not define (5, 6 or 7).
     #[error("unknown compression codec {codec} in batch at base offset {base_offset}")]
     UnknownCompression { base_offset: i64, codec: u8 },
@@ -171,50 +141,23 @@ pub enum BatchError {
         source: std::io::Error,
     },
     /// The records section decompresses to more than the caller's limit.
-    #[error(
-        "{compression} records of batch at base offset {base_offset} exceed {limit} bytes uncompressed"
-    )]
-    DecompressedTooLarge {
-        base_offset: i64,
-        compression: Compression,
-        limit: usize,
-    },
+    #[error("{compression} records of batch at base offset {base_offset} exceed {limit} bytes uncompressed")]
+    DecompressedTooLarge { base_offset: i64, compression: Compression, limit: usize },
     /// `recordsCount` is negative.
     #[error("invalid records count {records_count} in batch at base offset {base_offset}")]
-    InvalidRecordsCount {
-        base_offset: i64,
-        records_count: i32,
-    },
+    InvalidRecordsCount { base_offset: i64, records_count: i32 },
     /// A record inside the batch is malformed.
-    #[error(
-        "malformed record {record_index} at position {position} in batch at base offset {base_offset}: {fault}"
-    )]
-    MalformedRecord {
-        base_offset: i64,
-        record_index: usize,
-        position: usize,
-        fault: RecordFault,
-    },
+    #[error("malformed record {record_index} at position {position} in batch at base offset {base_offset}: {fault}")]
+    MalformedRecord { base_offset: i64, record_index: usize, position: usize, fault: RecordFault },
     /// Bytes remain in the records section after `recordsCount` records.
-    #[error(
-        "{trailing} bytes after the {records_count} records of batch at base offset {base_offset}"
-    )]
-    TrailingRecordBytes {
-        base_offset: i64,
-        records_count: i32,
-        trailing: usize,
-    },
+    #[error("{trailing} bytes after the {records_count} records of batch at base offset {base_offset}")]
+    TrailingRecordBytes { base_offset: i64, records_count: i32, trailing: usize },
     /// A control marker was asked of a batch without the control attribute.
     #[error("batch at base offset {base_offset} is not a control batch")]
     NotControlBatch { base_offset: i64 },
     /// A control batch holds more than one record (Kafka writes exactly one, or none after cleaning).
-    #[error(
-        "control batch at base offset {base_offset} holds {records_count} records, expected 0 or 1"
-    )]
-    InvalidControlBatch {
-        base_offset: i64,
-        records_count: i32,
-    },
+    #[error("control batch at base offset {base_offset} holds {records_count} records, expected 0 or 1")]
+    InvalidControlBatch { base_offset: i64, records_count: i32 },
     /// A control record's key or value is null or shorter than its schema.
     #[error(
         "control record {part} in batch at base offset {base_offset} has {} bytes, {needed} needed",
@@ -228,14 +171,8 @@ pub enum BatchError {
         actual: Option<usize>,
     },
     /// A control record's key or value carries a negative schema version.
-    #[error(
-        "control record {part} in batch at base offset {base_offset} has invalid version {version}"
-    )]
-    InvalidControlVersion {
-        base_offset: i64,
-        part: ControlRecordPart,
-        version: i16,
-    },
+    #[error("control record {part} in batch at base offset {base_offset} has invalid version {version}")]
+    InvalidControlVersion { base_offset: i64, part: ControlRecordPart, version: i16 },
     /// A control record type other than ABORT (0) and COMMIT (1), e.g. a KRaft metadata-log type.
     #[error("unknown control record type {control_type} in batch at base offset {base_offset}")]
     UnknownControlType { base_offset: i64, control_type: i16 },
@@ -404,53 +341,30 @@ enum Frame {
 fn frame(rest: &[u8], position: usize) -> Result<Frame, BatchError> {
     let mut buf = rest;
     let (Ok(base_offset), Ok(batch_length)) = (buf.try_get_i64(), buf.try_get_i32()) else {
-        return Ok(Frame::Partial {
-            needed: LOG_OVERHEAD,
-        });
+        return Ok(Frame::Partial { needed: LOG_OVERHEAD });
     };
-    let invalid_length = || BatchError::InvalidBatchLength {
-        position,
-        base_offset,
-        batch_length,
-    };
+    let invalid_length = || BatchError::InvalidBatchLength { position, base_offset, batch_length };
     if batch_length < MIN_BATCH_LENGTH_ANY {
         return Err(invalid_length());
     }
     let Some(&magic) = rest.get(MAGIC_OFFSET) else {
-        return Ok(Frame::Partial {
-            needed: MAGIC_OFFSET + 1,
-        });
+        return Ok(Frame::Partial { needed: MAGIC_OFFSET + 1 });
     };
     let magic = i8::from_be_bytes([magic]);
     match magic {
         MAGIC_V2 => {}
         0 | 1 => {
-            return Err(BatchError::UnsupportedMagic {
-                position,
-                base_offset,
-                magic,
-            });
+            return Err(BatchError::UnsupportedMagic { position, base_offset, magic });
         }
         _ => {
-            return Err(BatchError::UnknownMagic {
-                position,
-                base_offset,
-                magic,
-            });
+            return Err(BatchError::UnknownMagic { position, base_offset, magic });
         }
     }
     if batch_length < MIN_BATCH_LENGTH_V2 {
         return Err(invalid_length());
     }
-    let size = usize::try_from(batch_length)
-        .ok()
-        .and_then(|len| len.checked_add(LOG_OVERHEAD))
-        .ok_or_else(invalid_length)?;
-    if rest.len() < size {
-        Ok(Frame::Partial { needed: size })
-    } else {
-        Ok(Frame::Complete(size))
-    }
+    let size = usize::try_from(batch_length).ok().and_then(|len| len.checked_add(LOG_OVERHEAD)).ok_or_else(invalid_length)?;
+    if rest.len() < size { Ok(Frame::Partial { needed: size }) } else { Ok(Frame::Complete(size)) }
 }
 
 /// The batches of a Fetch response's `records` field (or of any concatenation of v2 batches).
@@ -475,12 +389,7 @@ pub struct RecordBatches {
 impl RecordBatches {
     /// Iterates the batches of `records`.
     pub fn new(records: Bytes) -> Self {
-        Self {
-            rest: records,
-            position: 0,
-            partial: 0,
-            done: false,
-        }
+        Self { rest: records, position: 0, partial: 0, done: false }
     }
 
     /// Bytes of the buffer consumed by the batches yielded so far.
@@ -561,25 +470,17 @@ impl RawBatch {
     pub fn from_bytes(bytes: Bytes) -> Result<Self, BatchError> {
         match frame(&bytes, 0)? {
             Frame::Complete(size) if size == bytes.len() => Self::from_framed(bytes),
-            Frame::Complete(size) => Err(BatchError::TrailingBytes {
-                base_offset: BatchHeader::decode(&bytes).map_or(-1, |h| h.base_offset),
-                batch_size: size,
-                actual: bytes.len(),
-            }),
-            Frame::Partial { needed } => Err(BatchError::Truncated {
-                needed,
-                available: bytes.len(),
-            }),
+            Frame::Complete(size) => {
+                Err(BatchError::TrailingBytes { base_offset: BatchHeader::decode(&bytes).map_or(-1, |h| h.base_offset), batch_size: size, actual: bytes.len() })
+            }
+            Frame::Partial { needed } => Err(BatchError::Truncated { needed, available: bytes.len() }),
         }
     }
 
     /// Builds a batch from bytes that [`frame`] found complete.
     fn from_framed(bytes: Bytes) -> Result<Self, BatchError> {
         // `frame` guarantees at least RECORD_BATCH_OVERHEAD bytes; stay checked regardless.
-        let header = BatchHeader::decode(&bytes).ok_or(BatchError::Truncated {
-            needed: RECORD_BATCH_OVERHEAD,
-            available: bytes.len(),
-        })?;
+        let header = BatchHeader::decode(&bytes).ok_or(BatchError::Truncated { needed: RECORD_BATCH_OVERHEAD, available: bytes.len() })?;
         Ok(Self { bytes, header })
     }
 
@@ -600,8 +501,7 @@ impl RawBatch {
 
     /// The records section: everything after the 61-byte header, still compressed if the batch is.
     pub fn records_section(&self) -> Bytes {
-        self.bytes
-            .slice(RECORD_BATCH_OVERHEAD.min(self.bytes.len())..)
+        self.bytes.slice(RECORD_BATCH_OVERHEAD.min(self.bytes.len())..)
     }
 
     /// Offset of the first record as the log assigned it (the source offset when fetched). Not
@@ -643,11 +543,7 @@ impl RawBatch {
 
     /// Meaning of record timestamps (attribute bit 3).
     pub fn timestamp_type(&self) -> TimestampType {
-        if self.header.attributes & TIMESTAMP_TYPE_FLAG == 0 {
-            TimestampType::CreateTime
-        } else {
-            TimestampType::LogAppendTime
-        }
+        if self.header.attributes & TIMESTAMP_TYPE_FLAG == 0 { TimestampType::CreateTime } else { TimestampType::LogAppendTime }
     }
 
     /// Part of a transaction (attribute bit 4). Added with KIP-98.
@@ -712,9 +608,7 @@ impl RawBatch {
 
     /// `base_offset + last_offset_delta`, wrapping like Kafka's Java arithmetic on corrupt input.
     pub fn last_offset(&self) -> i64 {
-        self.header
-            .base_offset
-            .wrapping_add(i64::from(self.header.last_offset_delta))
+        self.header.base_offset.wrapping_add(i64::from(self.header.last_offset_delta))
     }
 
     /// The offset after this batch: `base_offset + last_offset_delta + 1`.
@@ -732,11 +626,7 @@ impl RawBatch {
         if computed == self.header.crc {
             Ok(())
         } else {
-            Err(BatchError::CrcMismatch {
-                base_offset: self.header.base_offset,
-                expected: self.header.crc,
-                computed,
-            })
+            Err(BatchError::CrcMismatch { base_offset: self.header.base_offset, expected: self.header.crc, computed })
         }
     }
 
@@ -749,10 +639,7 @@ impl RawBatch {
 impl fmt::Debug for RawBatch {
     /// Header fields and size only; the bytes themselves are not dumped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RawBatch")
-            .field("size_in_bytes", &self.bytes.len())
-            .field("header", &self.header)
-            .finish()
+        f.debug_struct("RawBatch").field("size_in_bytes", &self.bytes.len()).field("header", &self.header).finish()
     }
 }
 
@@ -773,10 +660,7 @@ pub struct BatchMut {
 impl BatchMut {
     /// Copies the header of `batch`; the records section is shared.
     pub fn new(batch: &RawBatch) -> Self {
-        Self {
-            header: batch.header,
-            records: batch.records_section(),
-        }
+        Self { header: batch.header, records: batch.records_section() }
     }
 
     /// Sets `baseOffset` (outside the CRC). The broker requires 0 on client produce.
@@ -812,8 +696,7 @@ impl BatchMut {
     /// Sets the attribute bits, except the compression bits (0-2), which are kept: the records
     /// section is not re-encoded, so its codec cannot change here.
     pub fn set_attributes(&mut self, attributes: i16) -> &mut Self {
-        self.header.attributes =
-            (attributes & !COMPRESSION_MASK) | (self.header.attributes & COMPRESSION_MASK);
+        self.header.attributes = (attributes & !COMPRESSION_MASK) | (self.header.attributes & COMPRESSION_MASK);
         self
     }
 
@@ -863,10 +746,7 @@ impl From<&RawBatch> for BatchMut {
 
 impl fmt::Debug for BatchMut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BatchMut")
-            .field("header", &self.header)
-            .field("records_len", &self.records.len())
-            .finish()
+        f.debug_struct("BatchMut").field("header", &self.header).field("records_len", &self.records.len()).finish()
     }
 }
 
@@ -921,10 +801,7 @@ mod tests {
         assert_eq!(batch.as_bytes().as_ref(), bytes.as_slice());
         assert_eq!(batch.size_in_bytes(), bytes.len());
         assert_eq!(batch.base_offset(), 1000);
-        assert_eq!(
-            batch.batch_length(),
-            i32::try_from(bytes.len() - 12).unwrap()
-        );
+        assert_eq!(batch.batch_length(), i32::try_from(bytes.len() - 12).unwrap());
         assert_eq!(batch.partition_leader_epoch(), 3);
         assert_eq!(batch.magic(), MAGIC_V2);
         assert_eq!(batch.attributes(), 0x18);
@@ -968,8 +845,7 @@ mod tests {
             assert_eq!(Compression::from_attributes(bits | 0x70), codec);
             assert_eq!(i16::from(codec.id()), bits);
         }
-        let batch =
-            RawBatch::from_bytes(hand_built(0, 0x20 | 0x40, &[record_bytes(0)]).into()).unwrap();
+        let batch = RawBatch::from_bytes(hand_built(0, 0x20 | 0x40, &[record_bytes(0)]).into()).unwrap();
         assert!(batch.is_control());
         assert!(batch.has_delete_horizon());
         assert!(!batch.is_transactional());
@@ -1003,36 +879,14 @@ mod tests {
         let mut bytes = hand_built(77, 0, &[record_bytes(0)]);
         bytes[8..12].copy_from_slice(&(-1i32).to_be_bytes());
         let mut batches = RecordBatches::new(Bytes::from(bytes.clone()));
-        assert!(matches!(
-            batches.next(),
-            Some(Err(BatchError::InvalidBatchLength {
-                position: 0,
-                base_offset: 77,
-                batch_length: -1
-            }))
-        ));
-        assert!(
-            batches.next().is_none(),
-            "no resynchronisation after a framing error"
-        );
+        assert!(matches!(batches.next(), Some(Err(BatchError::InvalidBatchLength { position: 0, base_offset: 77, batch_length: -1 }))));
+        assert!(batches.next().is_none(), "no resynchronisation after a framing error");
 
         // Long enough to hold the magic byte, shorter than the v2 header.
         bytes[8..12].copy_from_slice(&48i32.to_be_bytes());
-        assert!(matches!(
-            RawBatch::from_bytes(Bytes::from(bytes.clone())),
-            Err(BatchError::InvalidBatchLength {
-                batch_length: 48,
-                ..
-            })
-        ));
+        assert!(matches!(RawBatch::from_bytes(Bytes::from(bytes.clone())), Err(BatchError::InvalidBatchLength { batch_length: 48, .. })));
         bytes[8..12].copy_from_slice(&4i32.to_be_bytes());
-        assert!(matches!(
-            RawBatch::from_bytes(Bytes::from(bytes)),
-            Err(BatchError::InvalidBatchLength {
-                batch_length: 4,
-                ..
-            })
-        ));
+        assert!(matches!(RawBatch::from_bytes(Bytes::from(bytes)), Err(BatchError::InvalidBatchLength { batch_length: 4, .. })));
     }
 
     #[test]
@@ -1076,10 +930,7 @@ mod tests {
         bytes[16] = 1;
         bytes.truncate(20);
         let mut batches = RecordBatches::new(bytes.into());
-        assert!(matches!(
-            batches.next(),
-            Some(Err(BatchError::UnsupportedMagic { base_offset: 9, .. }))
-        ));
+        assert!(matches!(batches.next(), Some(Err(BatchError::UnsupportedMagic { base_offset: 9, .. }))));
     }
 
     #[test]
@@ -1098,13 +949,7 @@ mod tests {
             RawBatch::from_bytes(Bytes::copy_from_slice(&bytes[..len - 1])),
             Err(BatchError::Truncated { needed, available }) if needed == len && available == len - 1
         ));
-        assert!(matches!(
-            RawBatch::from_bytes(Bytes::copy_from_slice(&bytes[..5])),
-            Err(BatchError::Truncated {
-                needed: 12,
-                available: 5
-            })
-        ));
+        assert!(matches!(RawBatch::from_bytes(Bytes::copy_from_slice(&bytes[..5])), Err(BatchError::Truncated { needed: 12, available: 5 })));
     }
 
     #[test]
@@ -1115,21 +960,14 @@ mod tests {
         let mut outside = bytes.clone();
         outside[0] ^= 0x40;
         outside[12] ^= 0x01;
-        RawBatch::from_bytes(outside.into())
-            .unwrap()
-            .verify_crc()
-            .unwrap();
+        RawBatch::from_bytes(outside.into()).unwrap().verify_crc().unwrap();
 
         for at in [21, 40, 60, bytes.len() - 1] {
             let mut inside = bytes.clone();
             inside[at] ^= 0x01;
             let batch = RawBatch::from_bytes(inside.into()).unwrap();
             match batch.verify_crc() {
-                Err(BatchError::CrcMismatch {
-                    base_offset: 3,
-                    expected,
-                    computed,
-                }) => {
+                Err(BatchError::CrcMismatch { base_offset: 3, expected, computed }) => {
                     assert_eq!(expected, batch.crc());
                     assert_ne!(expected, computed);
                 }
@@ -1152,8 +990,7 @@ mod tests {
 
     #[test]
     fn patching_producer_fields_recomputes_crc() {
-        let batch =
-            RawBatch::from_bytes(hand_built(9, 0x10 | 0x03, &[record_bytes(0)]).into()).unwrap();
+        let batch = RawBatch::from_bytes(hand_built(9, 0x10 | 0x03, &[record_bytes(0)]).into()).unwrap();
         let mut patch = BatchMut::from(&batch);
         patch
             .set_base_offset(0)
@@ -1179,10 +1016,7 @@ mod tests {
         assert_eq!(patched.records_count(), batch.records_count());
         assert_eq!(patched.last_offset_delta(), batch.last_offset_delta());
         assert_eq!(patched.batch_length(), batch.batch_length());
-        assert_eq!(
-            patched.partition_leader_epoch(),
-            batch.partition_leader_epoch()
-        );
+        assert_eq!(patched.partition_leader_epoch(), batch.partition_leader_epoch());
     }
 
     #[test]
@@ -1198,10 +1032,7 @@ mod tests {
 
     #[test]
     fn offsets_wrap_instead_of_panicking() {
-        let batch = RawBatch::from_bytes(
-            hand_built(i64::MAX, 0, &[record_bytes(0), record_bytes(1)]).into(),
-        )
-        .unwrap();
+        let batch = RawBatch::from_bytes(hand_built(i64::MAX, 0, &[record_bytes(0), record_bytes(1)]).into()).unwrap();
         assert_eq!(batch.last_offset(), i64::MIN);
         assert_eq!(batch.next_offset(), i64::MIN + 1);
     }

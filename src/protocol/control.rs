@@ -121,11 +121,7 @@ pub fn build_control_batch(spec: ControlBatchSpec) -> Bytes {
         .with_base_sequence(NO_SEQUENCE)
         .with_base_timestamp(spec.timestamp)
         .with_max_timestamp(spec.timestamp)
-        .with_record(Record {
-            key: Some(key.freeze()),
-            value: Some(value.freeze()),
-            ..Record::default()
-        })
+        .with_record(Record { key: Some(key.freeze()), value: Some(value.freeze()), ..Record::default() })
         .build()
         .expect("invariant: one small uncompressed record always encodes")
 }
@@ -150,10 +146,7 @@ impl RawBatch {
         }
         let mut records = self.records_with_limit(CONTROL_MAX_UNCOMPRESSED_BYTES)?;
         if self.records_count() > 1 {
-            return Err(BatchError::InvalidControlBatch {
-                base_offset,
-                records_count: self.records_count(),
-            });
+            return Err(BatchError::InvalidControlBatch { base_offset, records_count: self.records_count() });
         }
         let Some(record) = records.next().transpose()? else {
             return Ok(None);
@@ -164,68 +157,30 @@ impl RawBatch {
         }
 
         let mut key = versioned(base_offset, ControlRecordPart::Key, record.key, KEY_LEN)?;
-        let type_id = key
-            .try_get_i16()
-            .map_err(|_| short(base_offset, ControlRecordPart::Key, KEY_LEN, key.len()))?;
-        let marker = ControlType::from_id(type_id).ok_or(BatchError::UnknownControlType {
-            base_offset,
-            control_type: type_id,
-        })?;
+        let type_id = key.try_get_i16().map_err(|_| short(base_offset, ControlRecordPart::Key, KEY_LEN, key.len()))?;
+        let marker = ControlType::from_id(type_id).ok_or(BatchError::UnknownControlType { base_offset, control_type: type_id })?;
 
-        let mut value = versioned(
-            base_offset,
-            ControlRecordPart::Value,
-            record.value,
-            VALUE_LEN,
-        )?;
-        let coordinator_epoch = value.try_get_i32().map_err(|_| {
-            short(
-                base_offset,
-                ControlRecordPart::Value,
-                VALUE_LEN,
-                value.len(),
-            )
-        })?;
+        let mut value = versioned(base_offset, ControlRecordPart::Value, record.value, VALUE_LEN)?;
+        let coordinator_epoch = value.try_get_i32().map_err(|_| short(base_offset, ControlRecordPart::Value, VALUE_LEN, value.len()))?;
         Ok(Some((marker, coordinator_epoch)))
     }
 }
 
 fn short(base_offset: i64, part: ControlRecordPart, needed: usize, len: usize) -> BatchError {
-    BatchError::MalformedControlRecord {
-        base_offset,
-        part,
-        needed,
-        actual: Some(len),
-    }
+    BatchError::MalformedControlRecord { base_offset, part, needed, actual: Some(len) }
 }
 
 /// Checks that a control record part is present, at least `needed` bytes long and has a
 /// non-negative version; returns the bytes after the version.
-fn versioned(
-    base_offset: i64,
-    part: ControlRecordPart,
-    bytes: Option<Bytes>,
-    needed: usize,
-) -> Result<Bytes, BatchError> {
-    let mut bytes = bytes.ok_or(BatchError::MalformedControlRecord {
-        base_offset,
-        part,
-        needed,
-        actual: None,
-    })?;
+fn versioned(base_offset: i64, part: ControlRecordPart, bytes: Option<Bytes>, needed: usize) -> Result<Bytes, BatchError> {
+    let mut bytes = bytes.ok_or(BatchError::MalformedControlRecord { base_offset, part, needed, actual: None })?;
     let len = bytes.len();
     if len < needed {
         return Err(short(base_offset, part, needed, len));
     }
-    let version = bytes
-        .try_get_i16()
-        .map_err(|_| short(base_offset, part, needed, len))?;
+    let version = bytes.try_get_i16().map_err(|_| short(base_offset, part, needed, len))?;
     if version < 0 {
-        return Err(BatchError::InvalidControlVersion {
-            base_offset,
-            part,
-            version,
-        });
+        return Err(BatchError::InvalidControlVersion { base_offset, part, version });
     }
     Ok(bytes)
 }
@@ -238,13 +193,7 @@ mod tests {
     use crate::protocol::batch::{BatchHeader, Compression, TimestampType, encode_batch};
 
     fn spec(marker: ControlType) -> ControlBatchSpec {
-        ControlBatchSpec {
-            producer_id: 4000,
-            producer_epoch: 12,
-            marker,
-            coordinator_epoch: 33,
-            timestamp: 1_700_000_000_123,
-        }
+        ControlBatchSpec { producer_id: 4000, producer_epoch: 12, marker, coordinator_epoch: 33, timestamp: 1_700_000_000_123 }
     }
 
     /// A control batch holding one record with the given key and value.
@@ -254,11 +203,7 @@ mod tests {
                 .with_transactional(true)
                 .with_control(true)
                 .with_base_offset(8)
-                .with_record(Record {
-                    key: key.map(Bytes::copy_from_slice),
-                    value: value.map(Bytes::copy_from_slice),
-                    ..Record::default()
-                })
+                .with_record(Record { key: key.map(Bytes::copy_from_slice), value: value.map(Bytes::copy_from_slice), ..Record::default() })
                 .build()
                 .unwrap(),
         )
@@ -292,10 +237,7 @@ mod tests {
             let record = decoded.records.first().unwrap();
             assert!(record.control && record.transactional);
             let type_id = marker.id().to_be_bytes();
-            assert_eq!(
-                record.key.as_deref(),
-                Some(&[0, 0, type_id[0], type_id[1]][..])
-            );
+            assert_eq!(record.key.as_deref(), Some(&[0, 0, type_id[0], type_id[1]][..]));
             assert_eq!(record.value.as_deref(), Some(&[0, 0, 0, 0, 0, 33][..]));
         }
     }
@@ -325,85 +267,39 @@ mod tests {
 
     #[test]
     fn data_batches_have_no_marker() {
-        let data = RawBatch::from_bytes(
-            BatchBuilder::new()
-                .with_record(Record::default())
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
-        assert!(matches!(
-            data.control_marker(),
-            Err(BatchError::NotControlBatch { base_offset: 0 })
-        ));
+        let data = RawBatch::from_bytes(BatchBuilder::new().with_record(Record::default()).build().unwrap()).unwrap();
+        assert!(matches!(data.control_marker(), Err(BatchError::NotControlBatch { base_offset: 0 })));
     }
 
     #[test]
     fn newer_value_versions_read_as_version_zero() {
         let batch = control_with(Some(&[0, 0, 0, 1]), Some(&[0, 1, 0, 0, 0, 7, 0xaa, 0xbb]));
-        assert_eq!(
-            batch.control_marker().unwrap(),
-            Some((ControlType::Commit, 7))
-        );
+        assert_eq!(batch.control_marker().unwrap(), Some((ControlType::Commit, 7)));
     }
 
     #[test]
     fn malformed_control_records_are_typed_errors() {
         assert!(matches!(
             control_with(None, Some(&[0, 0, 0, 0, 0, 1])).control_marker(),
-            Err(BatchError::MalformedControlRecord {
-                base_offset: 8,
-                part: ControlRecordPart::Key,
-                needed: 4,
-                actual: None
-            })
+            Err(BatchError::MalformedControlRecord { base_offset: 8, part: ControlRecordPart::Key, needed: 4, actual: None })
         ));
         assert!(matches!(
             control_with(Some(&[0, 0, 0]), Some(&[0, 0, 0, 0, 0, 1])).control_marker(),
-            Err(BatchError::MalformedControlRecord {
-                part: ControlRecordPart::Key,
-                actual: Some(3),
-                ..
-            })
+            Err(BatchError::MalformedControlRecord { part: ControlRecordPart::Key, actual: Some(3), .. })
         ));
         assert!(matches!(
             control_with(Some(&[0, 0, 0, 1]), Some(&[0, 0, 0, 0, 1])).control_marker(),
-            Err(BatchError::MalformedControlRecord {
-                part: ControlRecordPart::Value,
-                needed: 6,
-                actual: Some(5),
-                ..
-            })
+            Err(BatchError::MalformedControlRecord { part: ControlRecordPart::Value, needed: 6, actual: Some(5), .. })
         ));
         assert!(matches!(
             control_with(Some(&[0xff, 0xff, 0, 1]), Some(&[0, 0, 0, 0, 0, 1])).control_marker(),
-            Err(BatchError::InvalidControlVersion {
-                part: ControlRecordPart::Key,
-                version: -1,
-                ..
-            })
+            Err(BatchError::InvalidControlVersion { part: ControlRecordPart::Key, version: -1, .. })
         ));
         assert!(matches!(
             control_with(Some(&[0, 0, 0, 2]), Some(&[0, 0, 0, 0, 0, 1])).control_marker(),
-            Err(BatchError::UnknownControlType {
-                control_type: 2,
-                ..
-            })
+            Err(BatchError::UnknownControlType { control_type: 2, .. })
         ));
-        let two = RawBatch::from_bytes(
-            BatchBuilder::new()
-                .with_control(true)
-                .with_records([Record::default(), Record::default()])
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
-        assert!(matches!(
-            two.control_marker(),
-            Err(BatchError::InvalidControlBatch {
-                records_count: 2,
-                ..
-            })
-        ));
+        let two = RawBatch::from_bytes(BatchBuilder::new().with_control(true).with_records([Record::default(), Record::default()]).build().unwrap()).unwrap();
+        assert!(matches!(two.control_marker(), Err(BatchError::InvalidControlBatch { records_count: 2, .. })));
     }
 }

@@ -101,8 +101,7 @@ impl Decoder for FrameDecoder {
 /// # Errors
 /// [`FrameError::TooLarge`] if `body` is longer than `i32::MAX` bytes.
 pub fn encode_frame(body: &[u8]) -> Result<Bytes, FrameError> {
-    let len = i32::try_from(body.len())
-        .map_err(|_| FrameError::TooLarge { len: body.len(), max: i32::MAX as usize })?;
+    let len = i32::try_from(body.len()).map_err(|_| FrameError::TooLarge { len: body.len(), max: i32::MAX as usize })?;
     let mut out = BytesMut::with_capacity(LEN_PREFIX + body.len());
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(body);

@@ -23,5 +23,5 @@ pub mod frame;
 pub mod mirror;
 mod records;
 
-pub use kafka_protocol::ResponseError as ErrorCode;
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME_BYTES_DEFAULT, encode_frame};
+pub use kafka_protocol::ResponseError as ErrorCode;

@@ -52,9 +52,8 @@ use std::io::{self, Read, Write};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::batch::{
-    BatchError, BatchHeader, CONTROL_FLAG, Compression, DELETE_HORIZON_FLAG, MAGIC_V2,
-    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RawBatch,
-    TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG, TimestampType, encode_batch,
+    BatchError, BatchHeader, CONTROL_FLAG, Compression, DELETE_HORIZON_FLAG, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+    NO_SEQUENCE, RawBatch, TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG, TimestampType, encode_batch,
 };
 
 /// Default cap on a decompressed records section, in bytes (64 MiB). Kafka's own limit is on the
@@ -71,9 +70,7 @@ const MAX_VARLONG_BYTES: u32 = 10;
 const MAX_RECORDS_SECTION: usize = i32::MAX as usize - 49;
 
 /// Magic, version and compatible version that open a xerial snappy stream.
-const SNAPPY_XERIAL_HEADER: [u8; 16] = [
-    0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1,
-];
+const SNAPPY_XERIAL_HEADER: [u8; 16] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1];
 /// The 8 bytes that identify a xerial snappy stream; without them the section is raw snappy.
 const SNAPPY_XERIAL_MAGIC_LEN: usize = 8;
 /// Uncompressed block size of xerial snappy streams (snappy-java's default, 32 KiB).
@@ -146,11 +143,7 @@ impl fmt::Display for RecordField {
 #[non_exhaustive]
 pub enum RecordFault {
     /// The bytes end inside `field`: it needs `needed` bytes, `available` are left.
-    Truncated {
-        field: RecordField,
-        needed: usize,
-        available: usize,
-    },
+    Truncated { field: RecordField, needed: usize, available: usize },
     /// A varint runs past 5 bytes or a varlong past 10.
     VarintTooLong { field: RecordField },
     /// A negative length where null is not allowed (record length, header count, header key).
@@ -162,22 +155,12 @@ pub enum RecordFault {
 impl fmt::Display for RecordFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Truncated {
-                field,
-                needed,
-                available,
-            } => write!(
-                f,
-                "{field} truncated: {needed} bytes needed, {available} available"
-            ),
+            Self::Truncated { field, needed, available } => write!(f, "{field} truncated: {needed} bytes needed, {available} available"),
             Self::VarintTooLong { field } => write!(f, "{field} varint too long"),
             Self::NegativeLength { field, length } => {
                 write!(f, "negative {field} {length}")
             }
-            Self::SizeMismatch { declared, consumed } => write!(
-                f,
-                "record length says {declared} bytes but its fields take {consumed}"
-            ),
+            Self::SizeMismatch { declared, consumed } => write!(f, "record length says {declared} bytes but its fields take {consumed}"),
         }
     }
 }
@@ -196,14 +179,7 @@ pub struct RecordIter {
 
 impl RecordIter {
     fn new(section: Bytes, base_offset: i64, records_count: i32) -> Self {
-        Self {
-            section_len: section.len(),
-            rest: section,
-            base_offset,
-            records_count,
-            index: 0,
-            done: false,
-        }
+        Self { section_len: section.len(), rest: section, base_offset, records_count, index: 0, done: false }
     }
 
     fn expected(&self) -> usize {
@@ -234,11 +210,7 @@ impl Iterator for RecordIter {
             if self.rest.is_empty() {
                 return None;
             }
-            return Some(Err(BatchError::TrailingRecordBytes {
-                base_offset: self.base_offset,
-                records_count: self.records_count,
-                trailing: self.rest.len(),
-            }));
+            return Some(Err(BatchError::TrailingRecordBytes { base_offset: self.base_offset, records_count: self.records_count, trailing: self.rest.len() }));
         }
         let position = self.section_len.saturating_sub(self.rest.len());
         match decode_record(&mut self.rest) {
@@ -248,12 +220,7 @@ impl Iterator for RecordIter {
             }
             Err(fault) => {
                 self.done = true;
-                Some(Err(BatchError::MalformedRecord {
-                    base_offset: self.base_offset,
-                    record_index: self.index,
-                    position,
-                    fault,
-                }))
+                Some(Err(BatchError::MalformedRecord { base_offset: self.base_offset, record_index: self.index, position, fault }))
             }
         }
     }
@@ -291,26 +258,18 @@ impl RawBatch {
     /// [`BatchError::InvalidRecordsCount`], [`BatchError::UnknownCompression`],
     /// [`BatchError::Decompress`], [`BatchError::DecompressedTooLarge`]. Malformed records are
     /// reported by the iterator.
-    pub fn records_with_limit(
-        &self,
-        max_uncompressed_bytes: usize,
-    ) -> Result<RecordIter, BatchError> {
+    pub fn records_with_limit(&self, max_uncompressed_bytes: usize) -> Result<RecordIter, BatchError> {
         let base_offset = self.base_offset();
         let records_count = self.records_count();
         if records_count < 0 {
-            return Err(BatchError::InvalidRecordsCount {
-                base_offset,
-                records_count,
-            });
+            return Err(BatchError::InvalidRecordsCount { base_offset, records_count });
         }
         let section = self.records_section();
         let compression = self.compression();
         let data = if section.is_empty() || compression == Compression::None {
             section
         } else {
-            decompress(compression, &section, max_uncompressed_bytes)
-                .map_err(|failure| failure.into_error(base_offset, compression))?
-                .into()
+            decompress(compression, &section, max_uncompressed_bytes).map_err(|failure| failure.into_error(base_offset, compression))?.into()
         };
         Ok(RecordIter::new(data, base_offset, records_count))
     }
@@ -318,8 +277,7 @@ impl RawBatch {
     /// The offset of `record` in the log: `base_offset + offset_delta` (wrapping like Kafka's Java
     /// arithmetic on corrupt input).
     pub fn record_offset(&self, record: &Record) -> i64 {
-        self.base_offset()
-            .wrapping_add(i64::from(record.offset_delta))
+        self.base_offset().wrapping_add(i64::from(record.offset_delta))
     }
 
     /// The timestamp consumers see for `record` (ms): `max_timestamp` for LogAppendTime batches,
@@ -347,18 +305,10 @@ fn read_varlong(buf: &mut Bytes, field: RecordField) -> Result<i64, RecordFault>
     Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
 }
 
-fn read_unsigned_varint(
-    buf: &mut Bytes,
-    field: RecordField,
-    max_bytes: u32,
-) -> Result<u64, RecordFault> {
+fn read_unsigned_varint(buf: &mut Bytes, field: RecordField, max_bytes: u32) -> Result<u64, RecordFault> {
     let mut value: u64 = 0;
     for index in 0..max_bytes {
-        let byte = buf.try_get_u8().map_err(|_| RecordFault::Truncated {
-            field,
-            needed: 1,
-            available: 0,
-        })?;
+        let byte = buf.try_get_u8().map_err(|_| RecordFault::Truncated { field, needed: 1, available: 0 })?;
         // index <= 9, so the shift stays below 64; high bits of the last byte fall off.
         value |= u64::from(byte & 0x7f) << (7 * index);
         if byte & 0x80 == 0 {
@@ -371,21 +321,13 @@ fn read_unsigned_varint(
 /// Splits `len` bytes off the front of `buf`, if present.
 fn take(buf: &mut Bytes, len: usize, field: RecordField) -> Result<Bytes, RecordFault> {
     if len > buf.len() {
-        return Err(RecordFault::Truncated {
-            field,
-            needed: len,
-            available: buf.len(),
-        });
+        return Err(RecordFault::Truncated { field, needed: len, available: buf.len() });
     }
     Ok(buf.split_to(len))
 }
 
 /// Reads a length-prefixed byte field where any negative length means null.
-fn read_nullable(
-    buf: &mut Bytes,
-    length_field: RecordField,
-    field: RecordField,
-) -> Result<Option<Bytes>, RecordFault> {
+fn read_nullable(buf: &mut Bytes, length_field: RecordField, field: RecordField) -> Result<Option<Bytes>, RecordFault> {
     let length = read_varint(buf, length_field)?;
     match usize::try_from(length) {
         Ok(len) => take(buf, len, field).map(Some),
@@ -403,11 +345,7 @@ fn decode_record(rest: &mut Bytes) -> Result<Record, RecordFault> {
     let declared = read_length(rest, RecordField::Length)?;
     let mut body = take(rest, declared, RecordField::Body)?;
     let body_buf = &mut body;
-    let attributes = body_buf.try_get_i8().map_err(|_| RecordFault::Truncated {
-        field: RecordField::Attributes,
-        needed: 1,
-        available: 0,
-    })?;
+    let attributes = body_buf.try_get_i8().map_err(|_| RecordFault::Truncated { field: RecordField::Attributes, needed: 1, available: 0 })?;
     let timestamp_delta = read_varlong(body_buf, RecordField::TimestampDelta)?;
     let offset_delta = read_varint(body_buf, RecordField::OffsetDelta)?;
     let key = read_nullable(body_buf, RecordField::KeyLength, RecordField::Key)?;
@@ -419,27 +357,13 @@ fn decode_record(rest: &mut Bytes) -> Result<Record, RecordFault> {
     for _ in 0..header_count {
         let key_len = read_length(body_buf, RecordField::HeaderKeyLength)?;
         let header_key = take(body_buf, key_len, RecordField::HeaderKey)?;
-        let header_value = read_nullable(
-            body_buf,
-            RecordField::HeaderValueLength,
-            RecordField::HeaderValue,
-        )?;
+        let header_value = read_nullable(body_buf, RecordField::HeaderValueLength, RecordField::HeaderValue)?;
         headers.push((header_key, header_value));
     }
     if !body.is_empty() {
-        return Err(RecordFault::SizeMismatch {
-            declared,
-            consumed: declared.saturating_sub(body.len()),
-        });
+        return Err(RecordFault::SizeMismatch { declared, consumed: declared.saturating_sub(body.len()) });
     }
-    Ok(Record {
-        attributes,
-        timestamp_delta,
-        offset_delta,
-        key,
-        value,
-        headers,
-    })
+    Ok(Record { attributes, timestamp_delta, offset_delta, key, value, headers })
 }
 
 /// Why decompression failed, before the batch context is attached.
@@ -452,16 +376,8 @@ enum DecodeFailure {
 impl DecodeFailure {
     fn into_error(self, base_offset: i64, compression: Compression) -> BatchError {
         match self {
-            Self::Codec(source) => BatchError::Decompress {
-                base_offset,
-                compression,
-                source,
-            },
-            Self::TooLarge { limit } => BatchError::DecompressedTooLarge {
-                base_offset,
-                compression,
-                limit,
-            },
+            Self::Codec(source) => BatchError::Decompress { base_offset, compression, source },
+            Self::TooLarge { limit } => BatchError::DecompressedTooLarge { base_offset, compression, limit },
             Self::Unknown(codec) => BatchError::UnknownCompression { base_offset, codec },
         }
     }
@@ -477,11 +393,7 @@ fn invalid_data(message: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
-fn decompress(
-    compression: Compression,
-    input: &[u8],
-    limit: usize,
-) -> Result<Vec<u8>, DecodeFailure> {
+fn decompress(compression: Compression, input: &[u8], limit: usize) -> Result<Vec<u8>, DecodeFailure> {
     match compression {
         Compression::None => read_capped(input, limit),
         // Java's GZIPInputStream reads concatenated members too.
@@ -510,23 +422,16 @@ fn read_capped(reader: impl Read, limit: usize) -> Result<Vec<u8>, DecodeFailure
 /// length and a raw snappy block), or, like snappy-java, raw snappy when the magic is absent.
 fn snappy_decompress(input: &[u8], limit: usize) -> Result<Vec<u8>, DecodeFailure> {
     let mut out = Vec::new();
-    let is_xerial =
-        input.get(..SNAPPY_XERIAL_MAGIC_LEN) == SNAPPY_XERIAL_HEADER.get(..SNAPPY_XERIAL_MAGIC_LEN);
+    let is_xerial = input.get(..SNAPPY_XERIAL_MAGIC_LEN) == SNAPPY_XERIAL_HEADER.get(..SNAPPY_XERIAL_MAGIC_LEN);
     if !is_xerial {
         snappy_block(input, &mut out, limit)?;
         return Ok(out);
     }
-    let mut rest = input
-        .get(SNAPPY_XERIAL_HEADER.len()..)
-        .ok_or_else(|| invalid_data("snappy stream header truncated"))?;
+    let mut rest = input.get(SNAPPY_XERIAL_HEADER.len()..).ok_or_else(|| invalid_data("snappy stream header truncated"))?;
     while !rest.is_empty() {
-        let len = rest
-            .try_get_u32()
-            .map_err(|_| invalid_data("snappy block length truncated"))?;
+        let len = rest.try_get_u32().map_err(|_| invalid_data("snappy block length truncated"))?;
         let len = usize::try_from(len).map_err(|_| invalid_data("snappy block too long"))?;
-        let (block, tail) = rest
-            .split_at_checked(len)
-            .ok_or_else(|| invalid_data("snappy block truncated"))?;
+        let (block, tail) = rest.split_at_checked(len).ok_or_else(|| invalid_data("snappy block truncated"))?;
         snappy_block(block, &mut out, limit)?;
         rest = tail;
     }
@@ -538,17 +443,10 @@ fn snappy_decompress(input: &[u8], limit: usize) -> Result<Vec<u8>, DecodeFailur
 fn snappy_block(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), DecodeFailure> {
     let claimed = snap::raw::decompress_len(block).map_err(io::Error::from)?;
     let start = out.len();
-    let end = start
-        .checked_add(claimed)
-        .filter(|&end| end <= limit)
-        .ok_or(DecodeFailure::TooLarge { limit })?;
+    let end = start.checked_add(claimed).filter(|&end| end <= limit).ok_or(DecodeFailure::TooLarge { limit })?;
     out.resize(end, 0);
-    let target = out
-        .get_mut(start..)
-        .ok_or_else(|| invalid_data("snappy output buffer"))?;
-    let written = snap::raw::Decoder::new()
-        .decompress(block, target)
-        .map_err(io::Error::from)?;
+    let target = out.get_mut(start..).ok_or_else(|| invalid_data("snappy output buffer"))?;
+    let written = snap::raw::Decoder::new().decompress(block, target).map_err(io::Error::from)?;
     out.truncate(start.saturating_add(written));
     Ok(())
 }
@@ -557,8 +455,7 @@ fn compress(compression: Compression, input: &[u8]) -> Result<Vec<u8>, io::Error
     match compression {
         Compression::None => Ok(input.to_vec()),
         Compression::Gzip => {
-            let mut encoder =
-                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
             encoder.write_all(input)?;
             encoder.finish()
         }
@@ -567,8 +464,7 @@ fn compress(compression: Compression, input: &[u8]) -> Result<Vec<u8>, io::Error
             let mut encoder = snap::raw::Encoder::new();
             for chunk in input.chunks(SNAPPY_XERIAL_BLOCK) {
                 let block = encoder.compress_vec(chunk).map_err(io::Error::from)?;
-                let len = u32::try_from(block.len())
-                    .map_err(|_| invalid_data("snappy block too long"))?;
+                let len = u32::try_from(block.len()).map_err(|_| invalid_data("snappy block too long"))?;
                 out.put_u32(len);
                 out.extend_from_slice(&block);
             }
@@ -608,10 +504,7 @@ fn put_varlong(out: &mut impl BufMut, value: i64) {
 
 /// A length as the i32 the format stores.
 fn encoded_len(len: usize) -> Result<i32, BatchError> {
-    i32::try_from(len).map_err(|_| BatchError::BatchTooLarge {
-        size: len,
-        limit: i32::MAX as usize,
-    })
+    i32::try_from(len).map_err(|_| BatchError::BatchTooLarge { size: len, limit: i32::MAX as usize })
 }
 
 fn put_nullable(out: &mut Vec<u8>, bytes: Option<&Bytes>) -> Result<(), BatchError> {
@@ -626,12 +519,7 @@ fn put_nullable(out: &mut Vec<u8>, bytes: Option<&Bytes>) -> Result<(), BatchErr
 }
 
 /// Appends `record` to `out` with the given offset delta; `body` is scratch space.
-fn encode_record(
-    record: &Record,
-    offset_delta: i32,
-    body: &mut Vec<u8>,
-    out: &mut BytesMut,
-) -> Result<(), BatchError> {
+fn encode_record(record: &Record, offset_delta: i32, body: &mut Vec<u8>, out: &mut BytesMut) -> Result<(), BatchError> {
     body.clear();
     body.put_i8(record.attributes);
     put_varlong(body, record.timestamp_delta);
@@ -837,10 +725,7 @@ impl BatchBuilder {
             return Err(BatchError::NoRecords);
         }
         if let Compression::Unknown(codec) = self.compression {
-            return Err(BatchError::UnknownCompression {
-                base_offset: self.base_offset,
-                codec,
-            });
+            return Err(BatchError::UnknownCompression { base_offset: self.base_offset, codec });
         }
         let records_count = encoded_len(self.records.len())?;
         let mut plain = BytesMut::new();
@@ -850,27 +735,15 @@ impl BatchBuilder {
         }
         let section = match self.compression {
             Compression::None => plain.freeze(),
-            compression => compress(compression, &plain)
-                .map_err(|source| BatchError::Compress {
-                    compression,
-                    source,
-                })?
-                .into(),
+            compression => compress(compression, &plain).map_err(|source| BatchError::Compress { compression, source })?.into(),
         };
         if section.len() > MAX_RECORDS_SECTION {
-            return Err(BatchError::BatchTooLarge {
-                size: section.len(),
-                limit: MAX_RECORDS_SECTION,
-            });
+            return Err(BatchError::BatchTooLarge { size: section.len(), limit: MAX_RECORDS_SECTION });
         }
         let batch_length = encoded_len(section.len() + 49)?;
-        let max_timestamp = self.max_timestamp.unwrap_or_else(|| {
-            self.records
-                .iter()
-                .map(|record| self.base_timestamp.wrapping_add(record.timestamp_delta))
-                .max()
-                .unwrap_or(self.base_timestamp)
-        });
+        let max_timestamp = self
+            .max_timestamp
+            .unwrap_or_else(|| self.records.iter().map(|record| self.base_timestamp.wrapping_add(record.timestamp_delta)).max().unwrap_or(self.base_timestamp));
         let header = BatchHeader {
             base_offset: self.base_offset,
             batch_length,
@@ -902,13 +775,7 @@ mod tests {
     use super::*;
     use crate::protocol::batch::RecordBatches;
 
-    const ALL_CODECS: [Compression; 5] = [
-        Compression::None,
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ];
+    const ALL_CODECS: [Compression; 5] = [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
 
     /// A batch with a valid CRC around an arbitrary records section.
     fn batch_with_section(attributes: i16, records_count: i32, section: &[u8]) -> RawBatch {
@@ -931,18 +798,11 @@ mod tests {
     }
 
     fn first_error(batch: &RawBatch) -> BatchError {
-        batch
-            .records()
-            .unwrap()
-            .find_map(Result::err)
-            .expect("an error")
+        batch.records().unwrap().find_map(Result::err).expect("an error")
     }
 
     fn value_record(value: &[u8]) -> Record {
-        Record {
-            value: Some(Bytes::copy_from_slice(value)),
-            ..Record::default()
-        }
+        Record { value: Some(Bytes::copy_from_slice(value)), ..Record::default() }
     }
 
     #[test]
@@ -969,23 +829,12 @@ mod tests {
             let mut out = Vec::new();
             put_varlong(&mut out, value);
             let mut buf = Bytes::from(out);
-            assert_eq!(
-                read_varlong(&mut buf, RecordField::TimestampDelta),
-                Ok(value)
-            );
+            assert_eq!(read_varlong(&mut buf, RecordField::TimestampDelta), Ok(value));
         }
         let mut too_long = Bytes::from_static(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x00]);
-        assert_eq!(
-            read_varint(&mut too_long, RecordField::OffsetDelta),
-            Err(RecordFault::VarintTooLong {
-                field: RecordField::OffsetDelta
-            })
-        );
+        assert_eq!(read_varint(&mut too_long, RecordField::OffsetDelta), Err(RecordFault::VarintTooLong { field: RecordField::OffsetDelta }));
         let mut cut = Bytes::from_static(&[0x80]);
-        assert!(matches!(
-            read_varlong(&mut cut, RecordField::TimestampDelta),
-            Err(RecordFault::Truncated { .. })
-        ));
+        assert!(matches!(read_varlong(&mut cut, RecordField::TimestampDelta), Err(RecordFault::Truncated { .. })));
     }
 
     fn kp_records() -> Vec<kp::Record> {
@@ -1004,14 +853,7 @@ mod tests {
                 key: (i % 3 != 0).then(|| Bytes::from(format!("key-{i}"))),
                 // Large, compressible values: several lz4 (64 KiB) and snappy (32 KiB) blocks.
                 value: (i % 5 != 0).then(|| Bytes::from(vec![b'a' + (i % 26) as u8; 4_000])),
-                headers: (0..i % 3)
-                    .map(|h| {
-                        (
-                            StrBytes::from(format!("h{h}")),
-                            (h != 1).then(|| Bytes::from(format!("v{h}"))),
-                        )
-                    })
-                    .collect::<IndexMap<_, _>>(),
+                headers: (0..i % 3).map(|h| (StrBytes::from(format!("h{h}")), (h != 1).then(|| Bytes::from(format!("v{h}"))))).collect::<IndexMap<_, _>>(),
             })
             .collect()
     }
@@ -1032,15 +874,7 @@ mod tests {
         let expected = kp_records();
         for codec in ALL_CODECS {
             let mut buf = BytesMut::new();
-            kp::RecordBatchEncoder::encode(
-                &mut buf,
-                expected.iter(),
-                &kp::RecordEncodeOptions {
-                    version: 2,
-                    compression: kp_compression(codec),
-                },
-            )
-            .unwrap();
+            kp::RecordBatchEncoder::encode(&mut buf, expected.iter(), &kp::RecordEncodeOptions { version: 2, compression: kp_compression(codec) }).unwrap();
             let mut batches = RecordBatches::new(buf.freeze());
             let batch = batches.next().unwrap().unwrap();
             assert!(batches.next().is_none());
@@ -1064,11 +898,7 @@ mod tests {
                 assert_eq!(batch.record_timestamp(record), want.timestamp);
                 assert_eq!(record.key, want.key);
                 assert_eq!(record.value, want.value);
-                let headers: Vec<(Bytes, Option<Bytes>)> = want
-                    .headers
-                    .iter()
-                    .map(|(k, v)| (Bytes::copy_from_slice(k.as_bytes()), v.clone()))
-                    .collect();
+                let headers: Vec<(Bytes, Option<Bytes>)> = want.headers.iter().map(|(k, v)| (Bytes::copy_from_slice(k.as_bytes()), v.clone())).collect();
                 assert_eq!(record.headers, headers);
             }
         }
@@ -1085,11 +915,7 @@ mod tests {
                 offset_delta: 0,
                 key: r.key.clone(),
                 value: r.value.clone(),
-                headers: r
-                    .headers
-                    .iter()
-                    .map(|(k, v)| (Bytes::copy_from_slice(k.as_bytes()), v.clone()))
-                    .collect(),
+                headers: r.headers.iter().map(|(k, v)| (Bytes::copy_from_slice(k.as_bytes()), v.clone())).collect(),
             })
             .collect();
         for codec in ALL_CODECS {
@@ -1155,15 +981,8 @@ mod tests {
                 r
             })
             .collect();
-        let rebuilt = RawBatch::from_bytes(
-            BatchBuilder::from_batch(&source)
-                .with_base_offset(1_001)
-                .with_base_sequence(31)
-                .with_records(run)
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
+        let rebuilt =
+            RawBatch::from_bytes(BatchBuilder::from_batch(&source).with_base_offset(1_001).with_base_sequence(31).with_records(run).build().unwrap()).unwrap();
         rebuilt.verify_crc().unwrap();
         assert_eq!(rebuilt.base_offset(), 1_001);
         assert_eq!(rebuilt.base_sequence(), 31);
@@ -1174,96 +993,40 @@ mod tests {
         assert_eq!(rebuilt.max_timestamp(), 99);
         assert!(rebuilt.is_transactional());
         assert_eq!((rebuilt.producer_id(), rebuilt.producer_epoch()), (9, 1));
-        let deltas: Vec<i32> = rebuilt
-            .records()
-            .unwrap()
-            .map(|r| r.unwrap().offset_delta)
-            .collect();
+        let deltas: Vec<i32> = rebuilt.records().unwrap().map(|r| r.unwrap().offset_delta).collect();
         assert_eq!(deltas, [0, 1]);
     }
 
     #[test]
     fn builder_rejects_empty_and_unknown_codec() {
+        assert!(matches!(BatchBuilder::new().build(), Err(BatchError::NoRecords)));
         assert!(matches!(
-            BatchBuilder::new().build(),
-            Err(BatchError::NoRecords)
-        ));
-        assert!(matches!(
-            BatchBuilder::new()
-                .with_compression(Compression::Unknown(6))
-                .with_record(Record::default())
-                .build(),
+            BatchBuilder::new().with_compression(Compression::Unknown(6)).with_record(Record::default()).build(),
             Err(BatchError::UnknownCompression { codec: 6, .. })
         ));
     }
 
     #[test]
     fn malformed_records_are_typed_errors() {
-        let fault = |section: &[u8], count: i32| match first_error(&batch_with_section(
-            0, count, section,
-        )) {
-            BatchError::MalformedRecord {
-                fault,
-                base_offset: 500,
-                ..
-            } => fault,
+        let fault = |section: &[u8], count: i32| match first_error(&batch_with_section(0, count, section)) {
+            BatchError::MalformedRecord { fault, base_offset: 500, .. } => fault,
             other => panic!("{other:?}"),
         };
-        assert_eq!(
-            fault(&[0x01], 1),
-            RecordFault::NegativeLength {
-                field: RecordField::Length,
-                length: -1
-            }
-        );
-        assert_eq!(
-            fault(&[0x14, 0, 0], 1),
-            RecordFault::Truncated {
-                field: RecordField::Body,
-                needed: 10,
-                available: 2
-            }
-        );
+        assert_eq!(fault(&[0x01], 1), RecordFault::NegativeLength { field: RecordField::Length, length: -1 });
+        assert_eq!(fault(&[0x14, 0, 0], 1), RecordFault::Truncated { field: RecordField::Body, needed: 10, available: 2 });
         // Length 8 for a 7-byte record plus one stray byte.
-        assert_eq!(
-            fault(&[0x10, 0, 0, 0, 0x01, 0x02, b'v', 0, 0xaa], 1),
-            RecordFault::SizeMismatch {
-                declared: 8,
-                consumed: 7
-            }
-        );
+        assert_eq!(fault(&[0x10, 0, 0, 0, 0x01, 0x02, b'v', 0, 0xaa], 1), RecordFault::SizeMismatch { declared: 8, consumed: 7 });
         // One header whose key length is -1.
         assert_eq!(
-            fault(
-                &[0x0e, 0, 0, 0, 0x01, 0x01, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0],
-                1
-            ),
-            RecordFault::NegativeLength {
-                field: RecordField::HeaderKeyLength,
-                length: -1
-            }
+            fault(&[0x0e, 0, 0, 0, 0x01, 0x01, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0], 1),
+            RecordFault::NegativeLength { field: RecordField::HeaderKeyLength, length: -1 }
         );
         // A 63-byte key in a 5-byte record.
-        assert_eq!(
-            fault(&[0x0a, 0, 0, 0, 0x7e, 0], 1),
-            RecordFault::Truncated {
-                field: RecordField::Key,
-                needed: 63,
-                available: 1
-            }
-        );
-        assert_eq!(
-            fault(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], 1),
-            RecordFault::VarintTooLong {
-                field: RecordField::Length
-            }
-        );
+        assert_eq!(fault(&[0x0a, 0, 0, 0, 0x7e, 0], 1), RecordFault::Truncated { field: RecordField::Key, needed: 63, available: 1 });
+        assert_eq!(fault(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], 1), RecordFault::VarintTooLong { field: RecordField::Length });
         // A header count of 2^30 with three bytes left ends without reserving for the count.
         assert!(matches!(
-            fault(
-                &[0x10, 0, 0, 0, 0x01, 0x01, 0x80, 0x80, 0x80, 0x80, 0x08],
-                1
-            ),
+            fault(&[0x10, 0, 0, 0, 0x01, 0x01, 0x80, 0x80, 0x80, 0x80, 0x08], 1),
             RecordFault::Truncated { .. } | RecordFault::VarintTooLong { .. }
         ));
     }
@@ -1272,34 +1035,12 @@ mod tests {
     fn record_count_and_section_must_agree() {
         let one = [0x0e, 0, 0, 0, 0x01, 0x02, b'v', 0];
         match first_error(&batch_with_section(0, 2, &one)) {
-            BatchError::MalformedRecord {
-                record_index: 1,
-                position: 8,
-                fault:
-                    RecordFault::Truncated {
-                        field: RecordField::Length,
-                        ..
-                    },
-                ..
-            } => {}
+            BatchError::MalformedRecord { record_index: 1, position: 8, fault: RecordFault::Truncated { field: RecordField::Length, .. }, .. } => {}
             other => panic!("{other:?}"),
         }
         let with_trailing = [&one[..], &[0x00]].concat();
-        assert!(matches!(
-            first_error(&batch_with_section(0, 1, &with_trailing)),
-            BatchError::TrailingRecordBytes {
-                records_count: 1,
-                trailing: 1,
-                ..
-            }
-        ));
-        assert!(matches!(
-            batch_with_section(0, -3, &one).records(),
-            Err(BatchError::InvalidRecordsCount {
-                records_count: -3,
-                ..
-            })
-        ));
+        assert!(matches!(first_error(&batch_with_section(0, 1, &with_trailing)), BatchError::TrailingRecordBytes { records_count: 1, trailing: 1, .. }));
+        assert!(matches!(batch_with_section(0, -3, &one).records(), Err(BatchError::InvalidRecordsCount { records_count: -3, .. })));
     }
 
     #[test]
@@ -1319,13 +1060,7 @@ mod tests {
 
     #[test]
     fn unknown_codec_and_corrupt_streams_are_typed_errors() {
-        assert!(matches!(
-            batch_with_section(5, 1, &[1, 2, 3]).records(),
-            Err(BatchError::UnknownCompression {
-                base_offset: 500,
-                codec: 5
-            })
-        ));
+        assert!(matches!(batch_with_section(5, 1, &[1, 2, 3]).records(), Err(BatchError::UnknownCompression { base_offset: 500, codec: 5 })));
         for codec in &ALL_CODECS[1..] {
             let garbage = batch_with_section(i16::from(codec.id()), 1, &[0x42; 40]);
             match garbage.records() {
@@ -1340,19 +1075,8 @@ mod tests {
     #[test]
     fn decompression_stops_at_the_limit() {
         for codec in &ALL_CODECS[1..] {
-            let batch = RawBatch::from_bytes(
-                BatchBuilder::new()
-                    .with_compression(*codec)
-                    .with_record(value_record(&[0u8; 200_000]))
-                    .build()
-                    .unwrap(),
-            )
-            .unwrap();
-            assert!(
-                batch.size_in_bytes() < 20_000,
-                "{codec}: {}",
-                batch.size_in_bytes()
-            );
+            let batch = RawBatch::from_bytes(BatchBuilder::new().with_compression(*codec).with_record(value_record(&[0u8; 200_000])).build().unwrap()).unwrap();
+            assert!(batch.size_in_bytes() < 20_000, "{codec}: {}", batch.size_in_bytes());
             assert!(matches!(
                 batch.records_with_limit(100_000),
                 Err(BatchError::DecompressedTooLarge { limit: 100_000, compression, .. })
@@ -1364,10 +1088,7 @@ mod tests {
         let mut claim = Vec::new();
         put_unsigned_varint(&mut claim, 100 << 20);
         claim.push(0);
-        assert!(matches!(
-            batch_with_section(2, 1, &claim).records(),
-            Err(BatchError::DecompressedTooLarge { .. })
-        ));
+        assert!(matches!(batch_with_section(2, 1, &claim).records(), Err(BatchError::DecompressedTooLarge { .. })));
     }
 
     #[test]
@@ -1384,23 +1105,8 @@ mod tests {
     }
 
     fn record_strategy() -> impl Strategy<Value = Record> {
-        (
-            any::<i8>(),
-            any::<i64>(),
-            option::of(bytes_up_to(40)),
-            option::of(bytes_up_to(200)),
-            vec((bytes_up_to(12), option::of(bytes_up_to(20))), 0..4),
-        )
-            .prop_map(
-                |(attributes, timestamp_delta, key, value, headers)| Record {
-                    attributes,
-                    timestamp_delta,
-                    offset_delta: 0,
-                    key,
-                    value,
-                    headers,
-                },
-            )
+        (any::<i8>(), any::<i64>(), option::of(bytes_up_to(40)), option::of(bytes_up_to(200)), vec((bytes_up_to(12), option::of(bytes_up_to(20))), 0..4))
+            .prop_map(|(attributes, timestamp_delta, key, value, headers)| Record { attributes, timestamp_delta, offset_delta: 0, key, value, headers })
     }
 
     fn codec_strategy() -> impl Strategy<Value = Compression> {
@@ -1447,25 +1153,15 @@ mod tests {
         for batch in batches.by_ref() {
             let Ok(batch) = batch else { break };
             let _ = batch.verify_crc();
-            let _ = (
-                batch.next_offset(),
-                batch.compression(),
-                batch.timestamp_type(),
-            );
+            let _ = (batch.next_offset(), batch.compression(), batch.timestamp_type());
             if let Ok(records) = batch.records_with_limit(1 << 20) {
                 for record in records {
                     let Ok(record) = record else { break };
-                    let _ = (
-                        batch.record_offset(&record),
-                        batch.record_timestamp(&record),
-                    );
+                    let _ = (batch.record_offset(&record), batch.record_timestamp(&record));
                 }
             }
             let _ = batch.control_marker();
-            RawBatch::from_bytes(batch.to_mut().finish())
-                .unwrap()
-                .verify_crc()
-                .unwrap();
+            RawBatch::from_bytes(batch.to_mut().finish()).unwrap().verify_crc().unwrap();
         }
         let _ = batches.remaining_partial();
         let _ = RawBatch::from_bytes(bytes);

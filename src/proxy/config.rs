@@ -446,10 +446,7 @@ impl ConfigSource {
     /// # Errors
     /// [`ConfigError::Invalid`] for a missing file, bad YAML, unknown keys or wrong types.
     pub fn load_raw(&self) -> Result<ProxyConfig, ConfigError> {
-        let invalid = |key: String, message: String| ConfigError::Invalid {
-            path: self.file.clone(),
-            problems: vec![ConfigProblem { key, message }],
-        };
+        let invalid = |key: String, message: String| ConfigError::Invalid { path: self.file.clone(), problems: vec![ConfigProblem { key, message }] };
         let mut builder = config::Config::builder();
         if let Some(yaml) = &self.yaml {
             builder = builder.add_source(config::File::from_str(yaml, config::FileFormat::Yaml));
@@ -461,19 +458,9 @@ impl ConfigSource {
         }
         // Only KMP_<SECTION>__… variables: other KMP_* names (the test harness's KMP_DEST_BOOTSTRAP,
         // KMP_PYTHON, …) are not configuration keys and must not be read as unknown ones.
-        let env: config::Map<String, String> = self
-            .env
-            .iter()
-            .filter(|(k, _)| ENV_SECTIONS.iter().any(|s| k.starts_with(s)))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        builder = builder.add_source(
-            config::Environment::with_prefix("KMP")
-                .prefix_separator("_")
-                .separator("__")
-                .try_parsing(true)
-                .source(Some(env)),
-        );
+        let env: config::Map<String, String> =
+            self.env.iter().filter(|(k, _)| ENV_SECTIONS.iter().any(|s| k.starts_with(s))).map(|(k, v)| (k.clone(), v.clone())).collect();
+        builder = builder.add_source(config::Environment::with_prefix("KMP").prefix_separator("_").separator("__").try_parsing(true).source(Some(env)));
         let built = builder.build().map_err(|e| {
             let (key, message) = describe_config_error(&e);
             invalid(key, message)
@@ -489,10 +476,9 @@ impl ConfigSource {
 fn describe_config_error(error: &config::ConfigError) -> (String, String) {
     match error {
         config::ConfigError::NotFound(key) => (key.clone(), "missing".to_owned()),
-        config::ConfigError::Type { key, unexpected, expected, .. } => (
-            key.clone().unwrap_or_else(|| "<file>".to_owned()),
-            format!("expected {expected}, found {unexpected}"),
-        ),
+        config::ConfigError::Type { key, unexpected, expected, .. } => {
+            (key.clone().unwrap_or_else(|| "<file>".to_owned()), format!("expected {expected}, found {unexpected}"))
+        }
         config::ConfigError::At { error, key, .. } => {
             let (inner_key, message) = describe_config_error(error);
             match key {
@@ -505,11 +491,7 @@ fn describe_config_error(error: &config::ConfigError) -> (String, String) {
         other => {
             // serde's messages name the field: "missing field `listen`", "unknown field `lisen`, expected …".
             let text = other.to_string();
-            let key = text
-                .split('`')
-                .nth(1)
-                .map(str::to_owned)
-                .unwrap_or_else(|| "<file>".to_owned());
+            let key = text.split('`').nth(1).map(str::to_owned).unwrap_or_else(|| "<file>".to_owned());
             (key, text)
         }
     }
@@ -709,8 +691,7 @@ impl ProxyConfig {
 
         let mut addr_problems = Vec::new();
         let listen = parse_addr("proxy.listen", &self.proxy.listen, &mut addr_problems);
-        let metrics_listen =
-            self.admin.metrics_listen.as_deref().and_then(|a| parse_addr("admin.metrics_listen", a, &mut addr_problems));
+        let metrics_listen = self.admin.metrics_listen.as_deref().and_then(|a| parse_addr("admin.metrics_listen", a, &mut addr_problems));
         for p in addr_problems.drain(..) {
             problem(&p.key, p.message);
         }
@@ -746,10 +727,7 @@ impl ProxyConfig {
             problem("proxy.max_frame_bytes", format!("{} is outside 1024..=2147483647", self.proxy.max_frame_bytes));
         }
         if self.destination.max_response_bytes < 1024 || self.destination.max_response_bytes > i32::MAX as usize {
-            problem(
-                "destination.max_response_bytes",
-                format!("{} is outside 1024..=2147483647", self.destination.max_response_bytes),
-            );
+            problem("destination.max_response_bytes", format!("{} is outside 1024..=2147483647", self.destination.max_response_bytes));
         }
         if self.proxy.max_connections == 0 {
             problem("proxy.max_connections", "must be at least 1".to_owned());
@@ -785,13 +763,7 @@ impl ProxyConfig {
                 problem(key, "must be at least 1 ms".to_owned());
             }
         }
-        let bootstrap_servers: Vec<String> = self
-            .destination
-            .bootstrap_servers
-            .split(',')
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
-            .collect();
+        let bootstrap_servers: Vec<String> = self.destination.bootstrap_servers.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
         if bootstrap_servers.is_empty() {
             problem("destination.bootstrap_servers", "no host:port given".to_owned());
         }
@@ -803,9 +775,7 @@ impl ProxyConfig {
         let code = self.policy.refusal_error_code;
         match ErrorCode::try_from_code(code) {
             None => problem("policy.refusal_error_code", "0 is success, not an error".to_owned()),
-            Some(e) if e.is_retriable() => {
-                problem("policy.refusal_error_code", format!("{code} ({e:?}) is retriable; clients would retry forever"))
-            }
+            Some(e) if e.is_retriable() => problem("policy.refusal_error_code", format!("{code} ({e:?}) is retriable; clients would retry forever")),
             Some(_) => {}
         }
         let mut static_mirror_topics = Vec::new();
@@ -990,10 +960,7 @@ impl ProxyConfig {
                     None
                 }
                 (None, None) => {
-                    problem(
-                        "destination.sasl.password_file",
-                        "required (or the password in KMP_DESTINATION__SASL__PASSWORD)".to_owned(),
-                    );
+                    problem("destination.sasl.password_file", "required (or the password in KMP_DESTINATION__SASL__PASSWORD)".to_owned());
                     None
                 }
             };
@@ -1014,12 +981,7 @@ mod tests {
     use super::*;
 
     fn load(yaml: &str, env: &[(&str, &str)]) -> Result<ProxySettings, ConfigError> {
-        ConfigSource {
-            file: None,
-            yaml: Some(yaml.to_owned()),
-            env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
-        }
-        .load()
+        ConfigSource { file: None, yaml: Some(yaml.to_owned()), env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect() }.load()
     }
 
     const MINIMAL: &str = "proxy:\n  listen: \"127.0.0.1:9192\"\n  advertised_host: \"127.0.0.1\"\ndestination:\n  bootstrap_servers: \"127.0.0.1:9092\"\nadmin:\n  metrics_listen: \"127.0.0.1:9190\"\n";
@@ -1060,14 +1022,7 @@ mod tests {
 
     #[test]
     fn env_alone_is_enough() {
-        let s = load(
-            "",
-            &[
-                ("KMP_PROXY__LISTEN", "127.0.0.1:0"),
-                ("KMP_DESTINATION__BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
-            ],
-        )
-        .unwrap();
+        let s = load("", &[("KMP_PROXY__LISTEN", "127.0.0.1:0"), ("KMP_DESTINATION__BOOTSTRAP_SERVERS", "127.0.0.1:9092")]).unwrap();
         assert_eq!(s.broker_port_base, None);
     }
 
@@ -1083,10 +1038,8 @@ mod tests {
 
     #[test]
     fn bad_values_are_all_named() {
-        let yaml = MINIMAL
-            .replace("\"127.0.0.1:9192\"", "\"nonsense\"")
-            .replace("\"127.0.0.1:9190\"", "\"also:bad:\"")
-            .replace("\"127.0.0.1:9092\"", "\"nohost\"");
+        let yaml =
+            MINIMAL.replace("\"127.0.0.1:9192\"", "\"nonsense\"").replace("\"127.0.0.1:9190\"", "\"also:bad:\"").replace("\"127.0.0.1:9092\"", "\"nohost\"");
         let err = load(&yaml, &[]).unwrap_err();
         let keys: Vec<&str> = err.problems().iter().map(|p| p.key.as_str()).collect();
         assert!(keys.contains(&"proxy.listen"), "{err}");
@@ -1152,7 +1105,8 @@ mod tests {
 
     #[test]
     fn tls_files_must_exist() {
-        let err = load(&MINIMAL.replace("  advertised_host", "  tls: {cert_file: /nonexistent/c.pem, key_file: /nonexistent/k.pem}\n  advertised_host"), &[]).unwrap_err();
+        let err = load(&MINIMAL.replace("  advertised_host", "  tls: {cert_file: /nonexistent/c.pem, key_file: /nonexistent/k.pem}\n  advertised_host"), &[])
+            .unwrap_err();
         let keys: Vec<&str> = err.problems().iter().map(|p| p.key.as_str()).collect();
         assert_eq!(keys, vec!["proxy.tls.cert_file", "proxy.tls.key_file"], "{err}");
         let err = load(&MINIMAL.replace("  advertised_host", "  tls: {cert: x}\n  advertised_host"), &[]).unwrap_err();
@@ -1169,10 +1123,8 @@ mod tests {
     #[test]
     fn destination_security_keys_load_and_hide_the_password() {
         let password = temp_file("password", "pa55-Word\n");
-        let yaml = MINIMAL.replace(
-            "destination:\n",
-            &format!("destination:\n  sasl: {{mechanism: SCRAM-SHA-512, username: kmp, password_file: {}}}\n", password.display()),
-        );
+        let yaml = MINIMAL
+            .replace("destination:\n", &format!("destination:\n  sasl: {{mechanism: SCRAM-SHA-512, username: kmp, password_file: {}}}\n", password.display()));
         let s = load(&yaml, &[]).unwrap();
         assert_eq!(s.destination_security.protocol, SecurityProtocol::SaslPlaintext);
         let sasl = s.destination_security.sasl.clone().unwrap();
@@ -1197,7 +1149,9 @@ mod tests {
         );
         let err = load(&yaml, &[]).unwrap_err();
         let keys: Vec<&str> = err.problems().iter().map(|p| p.key.as_str()).collect();
-        for key in ["destination.tls.ca_file", "destination.tls.key_file", "destination.sasl.mechanism", "destination.sasl.username", "destination.sasl.password_file"] {
+        for key in
+            ["destination.tls.ca_file", "destination.tls.key_file", "destination.sasl.mechanism", "destination.sasl.username", "destination.sasl.password_file"]
+        {
             assert!(keys.contains(&key), "{key} not in {err}");
         }
         // A CA file that is not PEM.

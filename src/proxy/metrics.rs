@@ -227,7 +227,12 @@ impl Metrics {
             "Large Produce requests to one topic the write policy allows whole, forwarded as their bytes arrived.",
             l(&self.streamed_requests),
         );
-        counter(&mut out, "spliced_bytes_total", "Bytes moved socket to socket without a copy (splice): record sets of streamed responses and requests.", l(&self.spliced_bytes));
+        counter(
+            &mut out,
+            "spliced_bytes_total",
+            "Bytes moved socket to socket without a copy (splice): record sets of streamed responses and requests.",
+            l(&self.spliced_bytes),
+        );
         counter(&mut out, "refused_partitions_total", "Partitions refused by the write policy (Produce, DeleteRecords).", l(&self.refused_partitions));
         counter(&mut out, "refused_resources_total", "Topics or config resources refused by the write policy.", l(&self.refused_resources));
         counter(&mut out, "malformed_requests_total", "Client connections closed for a malformed request.", l(&self.malformed_requests));
@@ -280,12 +285,7 @@ impl Metrics {
 
 /// Serves `/metrics` and `/health` on `listener` until `shutdown`. Connections are tracked by
 /// `tracker`.
-pub(crate) async fn serve_http(
-    listener: TcpListener,
-    metrics: std::sync::Arc<Metrics>,
-    shutdown: CancellationToken,
-    tracker: TaskTracker,
-) {
+pub(crate) async fn serve_http(listener: TcpListener, metrics: std::sync::Arc<Metrics>, shutdown: CancellationToken, tracker: TaskTracker) {
     loop {
         let accepted = tokio::select! {
             biased;
@@ -321,9 +321,7 @@ async fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()>
         }
         Ok::<_, std::io::Error>(())
     };
-    tokio::time::timeout(HTTP_READ_TIMEOUT, read)
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request head timed out"))??;
+    tokio::time::timeout(HTTP_READ_TIMEOUT, read).await.map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request head timed out"))??;
     let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split_whitespace();
@@ -335,10 +333,7 @@ async fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()>
         ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_owned()),
         _ => ("405 Method Not Allowed", "text/plain", "method not allowed\n".to_owned()),
     };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    let response = format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
     stream.write_all(response.as_bytes()).await?;
     stream.shutdown().await
 }

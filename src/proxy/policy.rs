@@ -44,13 +44,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use kafka_protocol::messages::{ApiKey, CreatePartitionsResponse, DeleteRecordsResponse, IncrementalAlterConfigsResponse, ProduceResponse, TopicName};
 use kafka_protocol::messages::{
-    ApiKey, CreatePartitionsResponse, DeleteRecordsResponse, IncrementalAlterConfigsResponse, ProduceResponse,
-    TopicName,
-};
-use kafka_protocol::messages::{
-    alter_configs_response, create_partitions_response, delete_records_response, incremental_alter_configs_response,
-    produce_response,
+    alter_configs_response, create_partitions_response, delete_records_response, incremental_alter_configs_response, produce_response,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -59,12 +55,8 @@ use crate::mirror::{MirrorLookup, MirroredTopic};
 
 /// Topic configs that stay local to the destination and may be changed on mirror topics: they are
 /// about this cluster's replicas, not the data (spec §7, "except those that must stay local").
-pub const LOCAL_TOPIC_CONFIGS: &[&str] = &[
-    "min.insync.replicas",
-    "unclean.leader.election.enable",
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
-];
+pub const LOCAL_TOPIC_CONFIGS: &[&str] =
+    &["min.insync.replicas", "unclean.leader.election.enable", "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"];
 
 /// Decides which entries of a write request to refuse.
 #[derive(Debug, Clone)]
@@ -165,8 +157,7 @@ impl WritePolicy {
             }
             let refuse = match scanned.api_key {
                 ApiKey::IncrementalAlterConfigs => {
-                    entry.resource_type == RESOURCE_TYPE_TOPIC
-                        && entry.config_names.iter().any(|c| !LOCAL_TOPIC_CONFIGS.contains(&c.as_str()))
+                    entry.resource_type == RESOURCE_TYPE_TOPIC && entry.config_names.iter().any(|c| !LOCAL_TOPIC_CONFIGS.contains(&c.as_str()))
                 }
                 _ => true,
             };
@@ -271,10 +262,7 @@ impl Refusals {
     }
 
     /// Adds the refused resources to an IncrementalAlterConfigs response.
-    pub(crate) fn incremental_alter_configs_response(
-        &self,
-        base: Option<IncrementalAlterConfigsResponse>,
-    ) -> IncrementalAlterConfigsResponse {
+    pub(crate) fn incremental_alter_configs_response(&self, base: Option<IncrementalAlterConfigsResponse>) -> IncrementalAlterConfigsResponse {
         let mut response = base.unwrap_or_default();
         for e in &self.entries {
             let mut r = incremental_alter_configs_response::AlterConfigsResourceResponse::default();

@@ -161,16 +161,7 @@ fn scan_body(frame: &[u8], api_key: ApiKey, v: i16, flexible: bool) -> Result<Sc
         r.skip_tagged_fields()?;
     }
     r.finish()?;
-    Ok(ScannedRequest {
-        api_key,
-        api_version: v,
-        flexible,
-        before,
-        entries,
-        after: after_start..frame.len(),
-        acks,
-        transactional_id,
-    })
+    Ok(ScannedRequest { api_key, api_version: v, flexible, before, entries, after: after_start..frame.len(), acks, transactional_id })
 }
 
 /// The first fields of a Produce request, enough to decide whether it can be forwarded whole without
@@ -243,13 +234,7 @@ fn scan_topic_with_partitions(r: &mut Reader<'_>, flexible: bool, by_id: bool, p
     if flexible {
         r.skip_tagged_fields()?;
     }
-    Ok(Entry {
-        range: start..r.pos(),
-        topic,
-        partitions,
-        config_names: Vec::new(),
-        resource_type: RESOURCE_TYPE_TOPIC,
-    })
+    Ok(Entry { range: start..r.pos(), topic, partitions, config_names: Vec::new(), resource_type: RESOURCE_TYPE_TOPIC })
 }
 
 /// CreatePartitions `CreatePartitionsTopic`.
@@ -272,13 +257,7 @@ fn scan_create_partitions_topic(r: &mut Reader<'_>, flexible: bool) -> Result<En
         r.skip_tagged_fields()?;
     }
     let end = r.pos();
-    Ok(Entry {
-        range: start..end,
-        topic: TopicRef::Name(name),
-        partitions: Vec::new(),
-        config_names: Vec::new(),
-        resource_type: RESOURCE_TYPE_TOPIC,
-    })
+    Ok(Entry { range: start..end, topic: TopicRef::Name(name), partitions: Vec::new(), config_names: Vec::new(), resource_type: RESOURCE_TYPE_TOPIC })
 }
 
 /// AlterConfigs `AlterConfigsResource` or IncrementalAlterConfigs `AlterConfigsResource`.
@@ -327,12 +306,7 @@ pub(crate) fn rebuild(frame: &[u8], scanned: &ScannedRequest, keep: &[Keep]) -> 
     let slice = |r: &Range<usize>| frame.get(r.clone()).unwrap_or_default();
     let mut out = Vec::with_capacity(frame.len());
     out.extend_from_slice(slice(&scanned.before));
-    let kept: Vec<(&Entry, &Keep)> = scanned
-        .entries
-        .iter()
-        .zip(keep)
-        .filter(|(_, k)| **k == Keep::All)
-        .collect();
+    let kept: Vec<(&Entry, &Keep)> = scanned.entries.iter().zip(keep).filter(|(_, k)| **k == Keep::All).collect();
     put_array_len(&mut out, scanned.flexible, kept.len());
     for (entry, _) in kept {
         out.extend_from_slice(slice(&entry.range));
@@ -344,13 +318,8 @@ pub(crate) fn rebuild(frame: &[u8], scanned: &ScannedRequest, keep: &[Keep]) -> 
 #[cfg(test)]
 pub(crate) mod tests {
     use bytes::{Bytes, BytesMut};
-    use kafka_protocol::messages::{
-        CreatePartitionsRequest, DeleteRecordsRequest, IncrementalAlterConfigsRequest, ProduceRequest, RequestHeader,
-        TopicName,
-    };
-    use kafka_protocol::messages::{
-        create_partitions_request, delete_records_request, incremental_alter_configs_request, produce_request,
-    };
+    use kafka_protocol::messages::{CreatePartitionsRequest, DeleteRecordsRequest, IncrementalAlterConfigsRequest, ProduceRequest, RequestHeader, TopicName};
+    use kafka_protocol::messages::{create_partitions_request, delete_records_request, incremental_alter_configs_request, produce_request};
     use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
     use super::*;
@@ -387,22 +356,17 @@ pub(crate) mod tests {
                 .map(|(t, parts)| {
                     let topic = produce_request::TopicProduceData::default();
                     // v13 names topics by id only; older versions by name only.
-                    let topic = if version >= 13 {
-                        topic.with_topic_id(uuid::Uuid::from_u128(t.len() as u128))
-                    } else {
-                        topic.with_name(name(t))
-                    };
-                    topic
-                        .with_partition_data(
-                            parts
-                                .iter()
-                                .map(|p| {
-                                    produce_request::PartitionProduceData::default()
-                                        .with_index(*p)
-                                        .with_records(Some(Bytes::from(vec![*p as u8; 10 + *p as usize])))
-                                })
-                                .collect(),
-                        )
+                    let topic = if version >= 13 { topic.with_topic_id(uuid::Uuid::from_u128(t.len() as u128)) } else { topic.with_name(name(t)) };
+                    topic.with_partition_data(
+                        parts
+                            .iter()
+                            .map(|p| {
+                                produce_request::PartitionProduceData::default()
+                                    .with_index(*p)
+                                    .with_records(Some(Bytes::from(vec![*p as u8; 10 + *p as usize])))
+                            })
+                            .collect(),
+                    )
                 })
                 .collect(),
         )
@@ -446,7 +410,14 @@ pub(crate) mod tests {
                 assert_eq!(prefix.first_topic.as_ref(), Some(&scanned.entries[0].topic), "v{v}");
                 // The prefix ends with the first topic's name or id: any cut before that is an error.
                 let name = topics[0].0.len();
-                let end = scanned.entries[0].range.start + if v >= 13 { 16 } else if v >= 9 { 1 + name } else { 2 + name };
+                let end = scanned.entries[0].range.start
+                    + if v >= 13 {
+                        16
+                    } else if v >= 9 {
+                        1 + name
+                    } else {
+                        2 + name
+                    };
                 for cut in 0..end {
                     assert!(produce_prefix(&frame[..cut], v).is_err(), "v{v} cut at {cut}");
                 }
@@ -460,9 +431,9 @@ pub(crate) mod tests {
     fn delete_records_create_partitions_configs_scan() {
         for v in 0..=2 {
             let request = DeleteRecordsRequest::default().with_timeout_ms(5).with_topics(vec![
-                delete_records_request::DeleteRecordsTopic::default().with_name(name("a")).with_partitions(vec![
-                    delete_records_request::DeleteRecordsPartition::default().with_partition_index(3).with_offset(9),
-                ]),
+                delete_records_request::DeleteRecordsTopic::default()
+                    .with_name(name("a"))
+                    .with_partitions(vec![delete_records_request::DeleteRecordsPartition::default().with_partition_index(3).with_offset(9)]),
                 delete_records_request::DeleteRecordsTopic::default().with_name(name("b")),
             ]);
             let frame = encode(&request, v, 1);
@@ -475,11 +446,9 @@ pub(crate) mod tests {
         }
         for v in 0..=3 {
             let request = CreatePartitionsRequest::default().with_validate_only(true).with_topics(vec![
-                create_partitions_request::CreatePartitionsTopic::default().with_name(name("a")).with_count(4).with_assignments(
-                    Some(vec![create_partitions_request::CreatePartitionsAssignment::default().with_broker_ids(vec![
-                        kafka_protocol::messages::BrokerId(1),
-                    ])]),
-                ),
+                create_partitions_request::CreatePartitionsTopic::default().with_name(name("a")).with_count(4).with_assignments(Some(vec![
+                    create_partitions_request::CreatePartitionsAssignment::default().with_broker_ids(vec![kafka_protocol::messages::BrokerId(1)]),
+                ])),
                 create_partitions_request::CreatePartitionsTopic::default().with_name(name("b")).with_count(2),
             ]);
             let frame = encode(&request, v, 1);
@@ -499,9 +468,7 @@ pub(crate) mod tests {
                             .with_name(StrBytes::from_static_str("retention.ms"))
                             .with_value(Some(StrBytes::from_static_str("1"))),
                     ]),
-                incremental_alter_configs_request::AlterConfigsResource::default()
-                    .with_resource_type(4)
-                    .with_resource_name(StrBytes::from_static_str("1")),
+                incremental_alter_configs_request::AlterConfigsResource::default().with_resource_type(4).with_resource_name(StrBytes::from_static_str("1")),
             ]);
             let frame = encode(&request, v, 1);
             let scanned = scan_request(&frame, ApiKey::IncrementalAlterConfigs, v).unwrap();

@@ -60,9 +60,8 @@ use std::collections::HashMap;
 
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse, DeleteRecordsResponse,
-    DescribeClusterResponse, FetchResponse, FindCoordinatorResponse, IncrementalAlterConfigsResponse, MetadataResponse,
-    ProduceResponse, ResponseHeader, SaslAuthenticateResponse,
+    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse, DeleteRecordsResponse, DescribeClusterResponse, FetchResponse,
+    FindCoordinatorResponse, IncrementalAlterConfigsResponse, MetadataResponse, ProduceResponse, ResponseHeader, SaslAuthenticateResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -71,8 +70,8 @@ use super::versions::cap_api_versions;
 
 pub(crate) mod node_endpoints;
 mod share;
-pub(crate) use share::VERSIONS as SHARE_VERSIONS;
 use share::ShareResponse;
+pub(crate) use share::VERSIONS as SHARE_VERSIONS;
 
 /// A response could not be decoded or encoded. The session that got it is closed.
 #[derive(Debug, thiserror::Error)]
@@ -148,8 +147,11 @@ fn decode_one<T: Decodable>(body: &mut Bytes, api_key: ApiKey, api_version: i16)
 /// [`RewriteError::Decode`] for a truncated header.
 pub(crate) fn split_response(frame: Bytes, api_key: ApiKey, api_version: i16) -> Result<(i32, Bytes), RewriteError> {
     let mut buf = frame;
-    let header = ResponseHeader::decode(&mut buf, api_key.response_header_version(api_version))
-        .map_err(|e| RewriteError::Decode { api_key, api_version, message: format!("header: {e:#}") })?;
+    let header = ResponseHeader::decode(&mut buf, api_key.response_header_version(api_version)).map_err(|e| RewriteError::Decode {
+        api_key,
+        api_version,
+        message: format!("header: {e:#}"),
+    })?;
     Ok((header.correlation_id, buf))
 }
 
@@ -274,9 +276,9 @@ impl Decoded {
             ApiKey::DescribeCluster => Self::DescribeCluster(decode_one(b, k, v)?),
             ApiKey::Produce => Self::Produce(decode_one(b, k, v)?),
             ApiKey::Fetch => Self::Fetch(decode_one(b, k, v)?),
-            ApiKey::ShareFetch | ApiKey::ShareAcknowledge => Self::Share(
-                ShareResponse::walk(k, v, body).map_err(|e| RewriteError::Decode { api_key: k, api_version: v, message: e.to_string() })?,
-            ),
+            ApiKey::ShareFetch | ApiKey::ShareAcknowledge => {
+                Self::Share(ShareResponse::walk(k, v, body).map_err(|e| RewriteError::Decode { api_key: k, api_version: v, message: e.to_string() })?)
+            }
             ApiKey::ApiVersions => Self::ApiVersions(decode_one(b, k, v)?),
             ApiKey::DeleteRecords => Self::DeleteRecords(decode_one(b, k, v)?),
             ApiKey::CreatePartitions => Self::CreatePartitions(decode_one(b, k, v)?),
@@ -284,11 +286,7 @@ impl Decoded {
             ApiKey::IncrementalAlterConfigs => Self::IncrementalAlterConfigs(decode_one(b, k, v)?),
             ApiKey::SaslAuthenticate => Self::SaslAuthenticate(decode_one(b, k, v)?),
             other => {
-                return Err(RewriteError::Decode {
-                    api_key: other,
-                    api_version,
-                    message: "not an API the proxy decodes".to_owned(),
-                });
+                return Err(RewriteError::Decode { api_key: other, api_version, message: "not an API the proxy decodes".to_owned() });
             }
         })
     }
@@ -300,9 +298,7 @@ impl Decoded {
             ApiKey::DeleteRecords => Self::DeleteRecords(refusals.delete_records_response(None)),
             ApiKey::CreatePartitions => Self::CreatePartitions(refusals.create_partitions_response(None)),
             ApiKey::AlterConfigs => Self::AlterConfigs(refusals.alter_configs_response(None)),
-            ApiKey::IncrementalAlterConfigs => {
-                Self::IncrementalAlterConfigs(refusals.incremental_alter_configs_response(None))
-            }
+            ApiKey::IncrementalAlterConfigs => Self::IncrementalAlterConfigs(refusals.incremental_alter_configs_response(None)),
             _ => return None,
         })
     }
@@ -314,9 +310,7 @@ impl Decoded {
             Self::DeleteRecords(r) => Self::DeleteRecords(refusals.delete_records_response(Some(r))),
             Self::CreatePartitions(r) => Self::CreatePartitions(refusals.create_partitions_response(Some(r))),
             Self::AlterConfigs(r) => Self::AlterConfigs(refusals.alter_configs_response(Some(r))),
-            Self::IncrementalAlterConfigs(r) => {
-                Self::IncrementalAlterConfigs(refusals.incremental_alter_configs_response(Some(r)))
-            }
+            Self::IncrementalAlterConfigs(r) => Self::IncrementalAlterConfigs(refusals.incremental_alter_configs_response(Some(r))),
             other => other,
         }
     }
@@ -327,16 +321,13 @@ impl Decoded {
         match self {
             Self::Metadata(r) => r.brokers.iter().map(|b| (b.node_id.0, s(&b.host), b.port)).collect(),
             Self::FindCoordinator(r) => {
-                let mut out: Vec<BrokerEndpoint> =
-                    r.coordinators.iter().filter(|c| c.node_id.0 >= 0).map(|c| (c.node_id.0, s(&c.host), c.port)).collect();
+                let mut out: Vec<BrokerEndpoint> = r.coordinators.iter().filter(|c| c.node_id.0 >= 0).map(|c| (c.node_id.0, s(&c.host), c.port)).collect();
                 if r.node_id.0 >= 0 && !r.host.is_empty() {
                     out.push((r.node_id.0, s(&r.host), r.port));
                 }
                 out
             }
-            Self::DescribeCluster(r) if r.endpoint_type != 2 => {
-                r.brokers.iter().map(|b| (b.broker_id.0, s(&b.host), b.port)).collect()
-            }
+            Self::DescribeCluster(r) if r.endpoint_type != 2 => r.brokers.iter().map(|b| (b.broker_id.0, s(&b.host), b.port)).collect(),
             Self::Produce(r) => r.node_endpoints.iter().map(|n| (n.node_id.0, s(&n.host), n.port)).collect(),
             Self::Fetch(r) => r.node_endpoints.iter().map(|n| (n.node_id.0, s(&n.host), n.port)).collect(),
             Self::Share(r) => r.broker_endpoints(),
@@ -347,12 +338,9 @@ impl Decoded {
     /// Topic ids and names a Metadata response carries.
     pub(crate) fn topic_ids(&self) -> Vec<(uuid::Uuid, String)> {
         match self {
-            Self::Metadata(r) => r
-                .topics
-                .iter()
-                .filter(|t| !t.topic_id.is_nil())
-                .filter_map(|t| t.name.as_ref().map(|n| (t.topic_id, n.0.to_string())))
-                .collect(),
+            Self::Metadata(r) => {
+                r.topics.iter().filter(|t| !t.topic_id.is_nil()).filter_map(|t| t.name.as_ref().map(|n| (t.topic_id, n.0.to_string()))).collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -375,9 +363,7 @@ impl Decoded {
                     set(map, r.node_id.0, &mut r.host, &mut r.port);
                 }
             }
-            Self::DescribeCluster(r) if r.endpoint_type != 2 => {
-                r.brokers.iter_mut().for_each(|b| set(map, b.broker_id.0, &mut b.host, &mut b.port))
-            }
+            Self::DescribeCluster(r) if r.endpoint_type != 2 => r.brokers.iter_mut().for_each(|b| set(map, b.broker_id.0, &mut b.host, &mut b.port)),
             Self::Produce(r) => r.node_endpoints.iter_mut().for_each(|n| set(map, n.node_id.0, &mut n.host, &mut n.port)),
             Self::Fetch(r) => r.node_endpoints.iter_mut().for_each(|n| set(map, n.node_id.0, &mut n.host, &mut n.port)),
             Self::Share(r) => r.apply_endpoints(map),
@@ -392,10 +378,7 @@ impl Decoded {
             cap_api_versions(r);
             r.api_keys.retain(|k| !served.iter().any(|(key, _, _)| *key == k.api_key));
             r.api_keys.extend(served.iter().map(|&(key, min, max)| {
-                kafka_protocol::messages::api_versions_response::ApiVersion::default()
-                    .with_api_key(key)
-                    .with_min_version(min)
-                    .with_max_version(max)
+                kafka_protocol::messages::api_versions_response::ApiVersion::default().with_api_key(key).with_min_version(min).with_max_version(max)
             }));
         }
     }
@@ -412,10 +395,7 @@ impl Decoded {
     pub(crate) fn encode(&self, api_key: ApiKey, api_version: i16, correlation_id: i32) -> Result<Bytes, RewriteError> {
         let mut buf = BytesMut::new();
         let err = |e: anyhow::Error| RewriteError::Encode { api_key, api_version, message: format!("{e:#}") };
-        ResponseHeader::default()
-            .with_correlation_id(correlation_id)
-            .encode(&mut buf, api_key.response_header_version(api_version))
-            .map_err(err)?;
+        ResponseHeader::default().with_correlation_id(correlation_id).encode(&mut buf, api_key.response_header_version(api_version)).map_err(err)?;
         let v = api_version;
         match self {
             Self::Metadata(r) => r.encode(&mut buf, v),
@@ -500,10 +480,7 @@ mod tests {
             let mut d = Decoded::FindCoordinator(response);
             assert_eq!(d.broker_endpoints(), vec![(3, "b3".to_owned(), 1)]);
             // Node 0 is also the default of the absent v4+ top-level node_id.
-            d.apply_endpoints(&HashMap::from([
-                (3, Endpoint { host: "p".to_owned(), port: 2 }),
-                (0, Endpoint { host: "zero".to_owned(), port: 9 }),
-            ]));
+            d.apply_endpoints(&HashMap::from([(3, Endpoint { host: "p".to_owned(), port: 2 }), (0, Endpoint { host: "zero".to_owned(), port: 9 })]));
             assert_eq!(d.broker_endpoints(), vec![(3, "p".to_owned(), 2)]);
             d.encode(ApiKey::FindCoordinator, v, 1).unwrap();
         }
@@ -551,8 +528,7 @@ mod tests {
                     let mut part = kafka_protocol::messages::fetch_response::PartitionData::default();
                     part.partition_index = p;
                     part.records = Some(Bytes::from(vec![p as u8; 100]));
-                    part.aborted_transactions =
-                        Some(vec![kafka_protocol::messages::fetch_response::AbortedTransaction::default()]);
+                    part.aborted_transactions = Some(vec![kafka_protocol::messages::fetch_response::AbortedTransaction::default()]);
                     part.current_leader.leader_id = BrokerId(2);
                     topic.partitions.push(part);
                 }
@@ -639,10 +615,7 @@ mod tests {
             m(&mut header);
             header.freeze()
         };
-        let frames = [
-            (ApiKey::ShareFetch, encode(&|b| fetch.encode(b, 1).unwrap())),
-            (ApiKey::ShareAcknowledge, encode(&|b| ack.encode(b, 1).unwrap())),
-        ];
+        let frames = [(ApiKey::ShareFetch, encode(&|b| fetch.encode(b, 1).unwrap())), (ApiKey::ShareAcknowledge, encode(&|b| ack.encode(b, 1).unwrap()))];
         for (key, frame) in frames {
             assert!(needs_decode(key, 1), "{key:?}");
             let (_, body) = split_response(frame, key, 1).unwrap();

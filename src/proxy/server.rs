@@ -110,10 +110,7 @@ impl Shared {
     ///
     /// The future is boxed with an explicit `Send` bound: sessions call this, and it may start a
     /// listener that starts sessions, a cycle the compiler cannot check through opaque types.
-    pub(crate) fn endpoints_for<'a>(
-        self: &'a Arc<Self>,
-        nodes: &'a [BrokerEndpoint],
-    ) -> EndpointsFuture<'a> {
+    pub(crate) fn endpoints_for<'a>(self: &'a Arc<Self>, nodes: &'a [BrokerEndpoint]) -> EndpointsFuture<'a> {
         Box::pin(async move {
             let mut map = HashMap::with_capacity(nodes.len());
             for (id, host, port) in nodes {
@@ -136,25 +133,17 @@ impl Shared {
         }
         let port = match self.settings.broker_port_base {
             None => 0,
-            Some(base) => u16::try_from(i64::from(base) + i64::from(node_id)).map_err(|_| ProxyError::BrokerListener {
-                node_id,
-                reason: format!("port {base} + node id {node_id} is not a TCP port"),
-            })?,
+            Some(base) => u16::try_from(i64::from(base) + i64::from(node_id))
+                .map_err(|_| ProxyError::BrokerListener { node_id, reason: format!("port {base} + node id {node_id} is not a TCP port") })?,
         };
         let addr = SocketAddr::new(self.settings.listen.ip(), port);
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|e| ProxyError::BrokerListener { node_id, reason: format!("cannot listen on {addr}: {e}") })?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| ProxyError::BrokerListener { node_id, reason: format!("no local address: {e}") })?;
+        let listener = TcpListener::bind(addr).await.map_err(|e| ProxyError::BrokerListener { node_id, reason: format!("cannot listen on {addr}: {e}") })?;
+        let bound = listener.local_addr().map_err(|e| ProxyError::BrokerListener { node_id, reason: format!("no local address: {e}") })?;
         let stop = self.shutdown.child_token();
         self.registry.insert(node_id, upstream, bound.port(), stop.clone());
         self.metrics.brokers.store(self.registry.len() as i64, Ordering::Relaxed);
         info!(broker.id = node_id, broker.addr = %upstream, listen = %bound, "broker listener started");
-        self.tracker.spawn(
-            run_listener(self.clone(), listener, Target::Broker(node_id), stop).instrument(info_span!("listener", broker.id = node_id)),
-        );
+        self.tracker.spawn(run_listener(self.clone(), listener, Target::Broker(node_id), stop).instrument(info_span!("listener", broker.id = node_id)));
         Ok(Endpoint { host: self.settings.advertised_host.clone(), port: i32::from(bound.port()) })
     }
 
@@ -267,17 +256,12 @@ impl Proxy {
             Some(_) => ProxyError::DestinationRefused { key: "destination.tls", bootstrap, source: Box::new(source) },
             None => ProxyError::DestinationUnreachable { bootstrap, source },
         })?;
-        let bootstrap_listener = TcpListener::bind(settings.listen)
-            .await
-            .map_err(|source| ProxyError::Bind { key: "proxy.listen", addr: settings.listen, source })?;
-        let bootstrap_addr = bootstrap_listener
-            .local_addr()
-            .map_err(|source| ProxyError::Bind { key: "proxy.listen", addr: settings.listen, source })?;
+        let bootstrap_listener =
+            TcpListener::bind(settings.listen).await.map_err(|source| ProxyError::Bind { key: "proxy.listen", addr: settings.listen, source })?;
+        let bootstrap_addr = bootstrap_listener.local_addr().map_err(|source| ProxyError::Bind { key: "proxy.listen", addr: settings.listen, source })?;
         let metrics_listener = match settings.metrics_listen {
             None => None,
-            Some(addr) => Some(
-                TcpListener::bind(addr).await.map_err(|source| ProxyError::Bind { key: "admin.metrics_listen", addr, source })?,
-            ),
+            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|source| ProxyError::Bind { key: "admin.metrics_listen", addr, source })?),
         };
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let policy = WritePolicy::new(lookup, settings.refusal_error_code);

@@ -172,13 +172,7 @@ async fn serve(shared: &Arc<Shared>, socket: TcpStream, target: Target, shutdown
     }
 }
 
-async fn serve_split<R, W>(
-    shared: &Arc<Shared>,
-    client_read: R,
-    client_write: W,
-    target: Target,
-    shutdown: &CancellationToken,
-) -> Result<(), SessionError>
+async fn serve_split<R, W>(shared: &Arc<Shared>, client_read: R, client_write: W, target: Target, shutdown: &CancellationToken) -> Result<(), SessionError>
 where
     R: AsyncRead + Unpin + AsTcp,
     W: AsyncWrite + Unpin + AsTcp,
@@ -335,9 +329,7 @@ where
             slot.send(p);
         }
         if let Some(frame) = step.forward {
-            write_frame(&mut upstream_tx, frame)
-                .await
-                .map_err(|source| SessionError::UpstreamWrite { addr: upstream_addr.to_owned(), source })?;
+            write_frame(&mut upstream_tx, frame).await.map_err(|source| SessionError::UpstreamWrite { addr: upstream_addr.to_owned(), source })?;
         }
     }
 }
@@ -418,22 +410,15 @@ async fn handle_request(shared: &Arc<Shared>, state: &SessionState, frame: Bytes
     };
     if !is_supported(api_key, head.api_version) {
         if api_key == ApiKey::ApiVersions {
-            let answer = unsupported_api_versions(head.correlation_id)
-                .map_err(|source| SessionError::Rewrite { addr: "proxy".to_owned(), source })?;
+            let answer = unsupported_api_versions(head.correlation_id).map_err(|source| SessionError::Rewrite { addr: "proxy".to_owned(), source })?;
             return Ok(Step { pending: Some(Pending::Local(answer)), forward: None });
         }
-        return Err(SessionError::UnsupportedVersion {
-            api_key,
-            api_version: head.api_version,
-            correlation_id: head.correlation_id,
-        });
+        return Err(SessionError::UnsupportedVersion { api_key, api_version: head.api_version, correlation_id: head.correlation_id });
     }
     match api_key {
-        ApiKey::Produce
-        | ApiKey::DeleteRecords
-        | ApiKey::CreatePartitions
-        | ApiKey::AlterConfigs
-        | ApiKey::IncrementalAlterConfigs => handle_write(shared, frame, &head, api_key).await,
+        ApiKey::Produce | ApiKey::DeleteRecords | ApiKey::CreatePartitions | ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs => {
+            handle_write(shared, frame, &head, api_key).await
+        }
         ApiKey::SaslHandshake => {
             let mechanism = read_sasl_mechanism(&frame, api_key, head.api_version);
             *state.mechanism.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = mechanism;
@@ -459,12 +444,7 @@ fn handle_mirror_api(
 ) -> Result<Step, SessionError> {
     let (_, body) = crate::protocol::mirror::decode_request_header(frame)
         .map_err(|e| SessionError::MirrorApi { correlation_id: head.correlation_id, message: e.to_string() })?;
-    let principal = state
-        .principal
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone()
-        .unwrap_or_else(|| "User:ANONYMOUS".to_owned());
+    let principal = state.principal.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().unwrap_or_else(|| "User:ANONYMOUS".to_owned());
     let (admin, hard_stop) = (admin.clone(), shared.hard_stop.clone());
     let (api_key, api_version) = (head.api_key, head.api_version);
     // Owned by the tracker: shutdown waits for it, and the end of the grace period drops it.
@@ -499,8 +479,7 @@ fn expect_response(head: &RequestHead, api_key: Option<ApiKey>, refusals: Option
 
 /// Produce, DeleteRecords, CreatePartitions, AlterConfigs, IncrementalAlterConfigs: the write policy.
 async fn handle_write(shared: &Arc<Shared>, frame: Bytes, head: &RequestHead, api_key: ApiKey) -> Result<Step, SessionError> {
-    let scanned = scan_request(&frame, api_key, head.api_version)
-        .map_err(|source| SessionError::Malformed { correlation_id: head.correlation_id, source })?;
+    let scanned = scan_request(&frame, api_key, head.api_version).map_err(|source| SessionError::Malformed { correlation_id: head.correlation_id, source })?;
     maybe_learn_topic_ids(shared, &scanned).await;
     decide_write(shared, frame, head, api_key, &scanned)
 }
@@ -617,16 +596,16 @@ where
                 timed = Some((expected.api_key, expected.forwarded_at));
                 if streamable(&expected) {
                     let addr = || upstream_addr.to_owned();
-                    let len = stream::peek_frame_len(&mut upstream_rx)
-                        .await
-                        .map_err(|e| SessionError::UpstreamFrame { addr: addr(), source: FrameError::Io(e) })?;
+                    let len =
+                        stream::peek_frame_len(&mut upstream_rx).await.map_err(|e| SessionError::UpstreamFrame { addr: addr(), source: FrameError::Io(e) })?;
                     if let Some(len) = len.filter(|&l| l >= STREAM_FROM_BYTES) {
                         let pipe = both_tcp.then(|| pipe.get_or_insert_with(Pipe::new).as_ref().ok()).flatten();
-                        let done = stream::forward_fetch(&mut upstream_rx, len, expected.api_version, expected.correlation_id, &mut client_tx, pipe, |e| async move {
-                            shared.endpoints_for(&e).await
-                        })
-                        .await
-                        .map_err(|e| stream_error(e, upstream_addr))?;
+                        let done =
+                            stream::forward_fetch(&mut upstream_rx, len, expected.api_version, expected.correlation_id, &mut client_tx, pipe, |e| async move {
+                                shared.endpoints_for(&e).await
+                            })
+                            .await
+                            .map_err(|e| stream_error(e, upstream_addr))?;
                         add(&shared.metrics.response_bytes, done.bytes);
                         add(&shared.metrics.spliced_bytes, done.spliced);
                         inc(&shared.metrics.streamed_responses);
@@ -635,7 +614,10 @@ where
                         }
                         if done.endpoints_dropped {
                             inc(&shared.metrics.streamed_endpoints_dropped);
-                            debug!(correlation_id = expected.correlation_id, "leader endpoints left out of a streamed Fetch response: they did not fit in the broker's bytes");
+                            debug!(
+                                correlation_id = expected.correlation_id,
+                                "leader endpoints left out of a streamed Fetch response: they did not fit in the broker's bytes"
+                            );
                         }
                         shared.metrics.observe_duration(expected.api_key, expected.forwarded_at.elapsed());
                         continue;
@@ -648,11 +630,7 @@ where
                 };
                 let got = frame.get(..4).map_or(-1, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
                 if got != expected.correlation_id {
-                    return Err(SessionError::CorrelationMismatch {
-                        addr: upstream_addr.to_owned(),
-                        expected: expected.correlation_id,
-                        got,
-                    });
+                    return Err(SessionError::CorrelationMismatch { addr: upstream_addr.to_owned(), expected: expected.correlation_id, got });
                 }
                 match expected.api_key {
                     // The hot path of every producer and consumer: Produce and Fetch responses without
@@ -660,12 +638,10 @@ where
                     // `process_response`, whose future is large (it holds a decoded response).
                     Some(api_key) if expected.refusals.is_none() && carries_no_endpoints(api_key, expected.api_version, &frame) => frame,
                     Some(api_key) if expected.refusals.is_some() || needs_decode(api_key, expected.api_version) => {
-                        process_response(shared, state, api_key, expected, frame)
-                            .await
-                            .map_err(|e| match e {
-                                ProcessError::Rewrite(source) => SessionError::Rewrite { addr: upstream_addr.to_owned(), source },
-                                ProcessError::Endpoint(e) => SessionError::Endpoint(e),
-                            })?
+                        process_response(shared, state, api_key, expected, frame).await.map_err(|e| match e {
+                            ProcessError::Rewrite(source) => SessionError::Rewrite { addr: upstream_addr.to_owned(), source },
+                            ProcessError::Endpoint(e) => SessionError::Endpoint(e),
+                        })?
                     }
                     _ => frame,
                 }
@@ -691,10 +667,9 @@ fn stream_error(e: StreamError, upstream_addr: &str) -> SessionError {
     match e {
         StreamError::Read(source) => SessionError::UpstreamFrame { addr, source },
         StreamError::Write(e) => SessionError::ClientWrite(e),
-        StreamError::Malformed { api_version, source } => SessionError::Rewrite {
-            addr,
-            source: super::rewrite::RewriteError::Decode { api_key: ApiKey::Fetch, api_version, message: source.to_string() },
-        },
+        StreamError::Malformed { api_version, source } => {
+            SessionError::Rewrite { addr, source: super::rewrite::RewriteError::Decode { api_key: ApiKey::Fetch, api_version, message: source.to_string() } }
+        }
         StreamError::CorrelationMismatch { expected, got } => SessionError::CorrelationMismatch { addr, expected, got },
         StreamError::Endpoint(e) => SessionError::Endpoint(e),
     }
@@ -706,13 +681,7 @@ enum ProcessError {
     Endpoint(super::error::ProxyError),
 }
 
-async fn process_response(
-    shared: &Arc<Shared>,
-    state: &SessionState,
-    api_key: ApiKey,
-    expected: Expected,
-    frame: Bytes,
-) -> Result<Bytes, ProcessError> {
+async fn process_response(shared: &Arc<Shared>, state: &SessionState, api_key: ApiKey, expected: Expected, frame: Bytes) -> Result<Bytes, ProcessError> {
     let version = expected.api_version;
     let (correlation_id, body) = split_response(frame.clone(), api_key, version).map_err(ProcessError::Rewrite)?;
     let (mut decoded, version) = match Decoded::decode(api_key, version, body) {
@@ -766,11 +735,11 @@ mod tests {
     use tokio::io::{AsyncWriteExt as _, DuplexStream};
     use tokio::time::Instant;
 
-    use futures_util::StreamExt as _;
     use super::*;
     use crate::protocol::mirror::{MirrorApiKey, RequestHeader, encode_request};
     use crate::proxy::ProxySettings;
     use crate::proxy::mirror_apis::MirrorApiFuture;
+    use futures_util::StreamExt as _;
 
     /// How long the fake mirror API call takes.
     const SLOW_CALL: Duration = Duration::from_secs(30);
@@ -810,7 +779,8 @@ mod tests {
         let (mut client, proxy_client) = tokio::io::duplex(1 << 16);
         let (proxy_upstream, _broker) = tokio::io::duplex(1 << 16);
         client.write_all(&mirror_request(9)).await.expect("send");
-        let result = serve_streams(&shared, tokio::io::split(proxy_client), tokio::io::split(proxy_upstream), "fake-broker:9092", &CancellationToken::new()).await;
+        let result =
+            serve_streams(&shared, tokio::io::split(proxy_client), tokio::io::split(proxy_upstream), "fake-broker:9092", &CancellationToken::new()).await;
         match result {
             Err(e @ SessionError::MirrorCall { correlation_id: 9, .. }) => assert!(!e.is_client_fault() && !e.is_normal_close(), "{e}"),
             other => panic!("expected a MirrorCall error, got {other:?}"),

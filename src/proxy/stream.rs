@@ -134,11 +134,7 @@ pub(crate) async fn peek_frame_len<R: AsyncRead + Unpin>(rx: &mut FramedRead<R, 
 ///
 /// # Errors
 /// The socket failed.
-pub(crate) async fn peek_large<R: AsyncRead + Unpin>(
-    rx: &mut FramedRead<R, FrameDecoder>,
-    large_from: usize,
-    head: usize,
-) -> std::io::Result<Option<usize>> {
+pub(crate) async fn peek_large<R: AsyncRead + Unpin>(rx: &mut FramedRead<R, FrameDecoder>, large_from: usize, head: usize) -> std::io::Result<Option<usize>> {
     loop {
         let buffered = rx.read_buffer().len();
         match rx.decoder().announced_len(rx.read_buffer()) {
@@ -532,7 +528,11 @@ mod tests {
     impl AsTcp for Trickle {}
 
     impl AsyncRead for Trickle {
-        fn poll_read(mut self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
             let n = self.step.min(self.data.len()).min(buf.remaining());
             let chunk = self.data.split_to(n);
             buf.put_slice(&chunk);
@@ -551,7 +551,9 @@ mod tests {
                 .with_partition_index(i)
                 .with_error_code(error)
                 .with_high_watermark(1000 + i64::from(i))
-                .with_aborted_transactions(Some(vec![AbortedTransaction::default().with_producer_id(kafka_protocol::messages::ProducerId(7)).with_first_offset(3)]))
+                .with_aborted_transactions(Some(vec![
+                    AbortedTransaction::default().with_producer_id(kafka_protocol::messages::ProducerId(7)).with_first_offset(3),
+                ]))
                 .with_records((bytes > 0).then(|| Bytes::from((0..bytes).map(|b| (b % 251) as u8).collect::<Vec<_>>())))
                 .with_current_leader(if version >= 12 {
                     LeaderIdAndEpoch::default().with_leader_id(BrokerId(2)).with_leader_epoch(5)
@@ -560,17 +562,16 @@ mod tests {
                 })
         };
         let topic = FetchableTopicResponse::default().with_partitions(vec![partition(0, 0, records), partition(1, 6, 0), partition(2, 0, records / 3)]);
-        let topic = if version >= 13 {
-            topic.with_topic_id(uuid::Uuid::from_u128(42))
-        } else {
-            topic.with_topic(TopicName(StrBytes::from_static_str("large-topic")))
-        };
+        let topic =
+            if version >= 13 { topic.with_topic_id(uuid::Uuid::from_u128(42)) } else { topic.with_topic(TopicName(StrBytes::from_static_str("large-topic"))) };
         let mut r = FetchResponse::default().with_session_id(if version >= 7 { 9 } else { 0 }).with_responses(vec![topic.clone(), topic]);
         if version >= 16 {
             r = r.with_node_endpoints(
                 endpoints
                     .iter()
-                    .map(|&(id, host, port)| KNodeEndpoint::default().with_node_id(BrokerId(id)).with_host(StrBytes::from_string(host.to_owned())).with_port(port))
+                    .map(|&(id, host, port)| {
+                        KNodeEndpoint::default().with_node_id(BrokerId(id)).with_host(StrBytes::from_string(host.to_owned())).with_port(port)
+                    })
                     .collect(),
             );
         }
@@ -608,9 +609,7 @@ mod tests {
         let mut rx = FramedRead::new(Trickle { data: data.freeze(), step }, FrameDecoder::new(64 << 20));
         let len = peek_frame_len(&mut rx).await.expect("peek").expect("a frame");
         let mut out = Vec::new();
-        let done = forward_fetch(&mut rx, len, version, 77, &mut out, None, |_| async move { Ok(map) })
-            .await
-            .expect("streamed");
+        let done = forward_fetch(&mut rx, len, version, 77, &mut out, None, |_| async move { Ok(map) }).await.expect("streamed");
         // The next frame is left for the frame reader.
         let next = next_frame(&mut rx).await.map(|f| f.expect("next frame")).unwrap_or_default();
         (out, done, next)

@@ -36,8 +36,8 @@ pub(crate) fn acceptor(cert_file: &Path, key_file: &Path) -> Result<ClientTls, P
     if certs.is_empty() {
         return Err(ProxyError::Tls { key: "proxy.tls.cert_file", reason: format!("{}: no certificate", cert_file.display()) });
     }
-    let key = PrivateKeyDer::from_pem_file(key_file)
-        .map_err(|e| ProxyError::Tls { key: "proxy.tls.key_file", reason: format!("{}: {e}", key_file.display()) })?;
+    let key =
+        PrivateKeyDer::from_pem_file(key_file).map_err(|e| ProxyError::Tls { key: "proxy.tls.key_file", reason: format!("{}: {e}", key_file.display()) })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -225,11 +225,7 @@ impl RequestHead {
     /// [`WireError::Truncated`] if the frame is shorter than 8 bytes.
     pub fn parse(frame: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(frame);
-        Ok(Self {
-            api_key: r.i16("request_api_key")?,
-            api_version: r.i16("request_api_version")?,
-            correlation_id: r.i32("correlation_id")?,
-        })
+        Ok(Self { api_key: r.i16("request_api_key")?, api_version: r.i16("request_api_version")?, correlation_id: r.i32("correlation_id")? })
     }
 }
 

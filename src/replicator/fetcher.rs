@@ -245,24 +245,13 @@ impl Fetcher {
 
     async fn out_of_range(&self, offset: i64) -> Result<Step, ReplicationError> {
         let unavailable = |source: ClientError| ReplicationError::Unavailable { side: "source", source };
-        let start = self
-            .source
-            .list_offset(&self.topic, self.partition, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
-            .await
-            .map_err(unavailable)?;
-        let end = self
-            .source
-            .list_offset(&self.topic, self.partition, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
-            .await
-            .map_err(unavailable)?;
+        let start = self.source.list_offset(&self.topic, self.partition, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted).await.map_err(unavailable)?;
+        let end = self.source.list_offset(&self.topic, self.partition, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.map_err(unavailable)?;
         if offset < start {
             // The source's log start moved past us (retention, DeleteRecords): skip to it.
             return Ok(Step::Jump { to: start, high_watermark: end, last_stable_offset: -1, log_start_offset: start });
         }
-        Err(ReplicationError::Divergence {
-            offset,
-            detail: format!("the source log ends at {end}, before the destination (source truncated or replaced)"),
-        })
+        Err(ReplicationError::Divergence { offset, detail: format!("the source log ends at {end}, before the destination (source truncated or replaced)") })
     }
 }
 

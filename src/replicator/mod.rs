@@ -64,13 +64,8 @@ impl Replicator {
         let cancel = CancellationToken::new();
         let writers = writer::Writers::new(destination.clone(), config.clone(), cancel.clone());
         let shared = Arc::new(Shared { source, destination, config, budget, writers });
-        let replicator = Self {
-            statuses: Arc::new(Mutex::new(BTreeMap::new())),
-            topics: Mutex::new(BTreeMap::new()),
-            shared,
-            cancel,
-            tasks: TaskTracker::new(),
-        };
+        let replicator =
+            Self { statuses: Arc::new(Mutex::new(BTreeMap::new())), topics: Mutex::new(BTreeMap::new()), shared, cancel, tasks: TaskTracker::new() };
         for topic in topics {
             replicator.add_topic(topic).await;
         }

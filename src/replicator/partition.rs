@@ -30,7 +30,7 @@ use super::producers::{PRODUCER_ID_MAPPING_BIT, ProducerSequences};
 use super::topic::SourceTopic;
 use crate::client::{Backoff, Client, ClientError, IsolationLevel, OffsetSpec, ProducePartition, TxnMarker};
 use crate::mirror::{PartitionState, PartitionStatus};
-use crate::protocol::batch::{BatchBuilder, RecordBatches, Record};
+use crate::protocol::batch::{BatchBuilder, Record, RecordBatches};
 
 /// Capacity of the queue between a partition's fetcher and its copier, in fetch responses.
 const FETCH_QUEUE: usize = 4;
@@ -222,10 +222,8 @@ impl PartitionCopier {
     /// Compares the last destination batch with the source records at the same offsets.
     async fn check_tail(&self, end: i64) -> Result<(), ReplicationError> {
         let dest = &self.shared.destination;
-        let fetched = dest
-            .fetch_partition(self.topic(), self.partition, end - 1, IsolationLevel::ReadUncommitted, 1 << 20)
-            .await
-            .map_err(unavailable("destination"))?;
+        let fetched =
+            dest.fetch_partition(self.topic(), self.partition, end - 1, IsolationLevel::ReadUncommitted, 1 << 20).await.map_err(unavailable("destination"))?;
         let Some(Ok(last)) = RecordBatches::new(fetched.records).last() else {
             return Ok(());
         };
@@ -240,11 +238,7 @@ impl PartitionCopier {
         }
         let mine = collect_records(&last)?;
         let Some(&(first_offset, _)) = mine.first() else { return Ok(()) };
-        let src = self
-            .shared
-            .source
-            .fetch_partition(self.topic(), self.partition, first_offset, IsolationLevel::ReadUncommitted, 1 << 20)
-            .await;
+        let src = self.shared.source.fetch_partition(self.topic(), self.partition, first_offset, IsolationLevel::ReadUncommitted, 1 << 20).await;
         let src = match src {
             Ok(s) => s,
             // The source no longer has these offsets (retention); nothing to compare against.

@@ -207,13 +207,7 @@ fn push_marker(writes: &mut Vec<Write>, offset: i64, marker: Marker) {
 }
 
 /// Writes the records of `run` (which end just before `cursor`) as one batch.
-fn flush_run(
-    writes: &mut Vec<Write>,
-    batch: &RawBatch,
-    run: &mut Vec<Record>,
-    cursor: i64,
-    sequences: &mut ProducerSequences,
-) -> Result<(), PlanError> {
+fn flush_run(writes: &mut Vec<Write>, batch: &RawBatch, run: &mut Vec<Record>, cursor: i64, sequences: &mut ProducerSequences) -> Result<(), PlanError> {
     if run.is_empty() {
         return Ok(());
     }
@@ -224,10 +218,7 @@ fn flush_run(
         for r in run.iter_mut() {
             r.timestamp_delta = 0;
         }
-        builder = builder
-            .with_timestamp_type(TimestampType::CreateTime)
-            .with_base_timestamp(batch.max_timestamp())
-            .with_max_timestamp(batch.max_timestamp());
+        builder = builder.with_timestamp_type(TimestampType::CreateTime).with_base_timestamp(batch.max_timestamp()).with_max_timestamp(batch.max_timestamp());
     }
     if batch.has_producer_id() {
         let (pid, seq) = sequences
@@ -235,16 +226,8 @@ fn flush_run(
             .map_err(|source| PlanError::EpochRegression { offset: batch.base_offset(), source })?;
         builder = builder.with_producer_id(pid).with_base_sequence(seq);
     }
-    let bytes = builder
-        .with_records(run.drain(..))
-        .build()
-        .map_err(|source| PlanError::Corrupt { offset: batch.base_offset(), source })?;
-    writes.push(Write::Batch {
-        offset: cursor - i64::from(count),
-        records: i64::from(count),
-        bytes,
-        transactional: batch.is_transactional(),
-    });
+    let bytes = builder.with_records(run.drain(..)).build().map_err(|source| PlanError::Corrupt { offset: batch.base_offset(), source })?;
+    writes.push(Write::Batch { offset: cursor - i64::from(count), records: i64::from(count), bytes, transactional: batch.is_transactional() });
     Ok(())
 }
 

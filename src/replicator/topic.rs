@@ -64,10 +64,8 @@ pub fn destination_configs(source: &BTreeMap<String, ConfigEntry>) -> Vec<(Strin
 /// be reached.
 pub async fn describe_source(source: &Client, topic: &str) -> Result<SourceTopic, ReplicationError> {
     let metadata = source.refresh_metadata(&[topic]).await.map_err(unavailable("source"))?;
-    let info = metadata.topics.get(topic).ok_or_else(|| ReplicationError::SourceTopicChanged {
-        topic: topic.to_owned(),
-        detail: "does not exist".to_owned(),
-    })?;
+    let info =
+        metadata.topics.get(topic).ok_or_else(|| ReplicationError::SourceTopicChanged { topic: topic.to_owned(), detail: "does not exist".to_owned() })?;
     let configs = source.describe_configs(&ConfigResource::Topic(topic.to_owned())).await.map_err(unavailable("source"))?;
     Ok(SourceTopic {
         name: topic.to_owned(),
@@ -83,21 +81,12 @@ pub async fn describe_source(source: &Client, topic: &str) -> Result<SourceTopic
 ///
 /// # Errors
 /// [`ReplicationError::DestinationTopic`] for a partition count mismatch or refused settings.
-pub async fn ensure_destination(
-    source: &Client,
-    destination: &Client,
-    source_topic: &SourceTopic,
-    config: &ReplicatorConfig,
-) -> Result<(), ReplicationError> {
+pub async fn ensure_destination(source: &Client, destination: &Client, source_topic: &SourceTopic, config: &ReplicatorConfig) -> Result<(), ReplicationError> {
     let name = &source_topic.name;
-    let source_configs =
-        source.describe_configs(&ConfigResource::Topic(name.clone())).await.map_err(unavailable("source"))?;
+    let source_configs = source.describe_configs(&ConfigResource::Topic(name.clone())).await.map_err(unavailable("source"))?;
     let wanted = destination_configs(&source_configs);
-    let replication_factor = if config.replication_factor > 0 {
-        config.replication_factor
-    } else {
-        destination.cached_metadata().brokers.len().clamp(1, 3) as i16
-    };
+    let replication_factor =
+        if config.replication_factor > 0 { config.replication_factor } else { destination.cached_metadata().brokers.len().clamp(1, 3) as i16 };
     let created = destination
         .create_topics(
             &[NewTopic { name: name.clone(), num_partitions: source_topic.partitions, replication_factor, configs: wanted.clone() }],

@@ -81,11 +81,8 @@ impl Writers {
                 .clone()
         };
         let (reply, outcome) = oneshot::channel();
-        let closed = || ClientError::Connection {
-            broker,
-            api_key: ApiKey::Produce,
-            source: ConnectionError::Closed { addr: format!("writer of broker {broker}") },
-        };
+        let closed =
+            || ClientError::Connection { broker, api_key: ApiKey::Produce, source: ConnectionError::Closed { addr: format!("writer of broker {broker}") } };
         queue.send(Submission { batch, transactional, reply }).await.map_err(|_| closed())?;
         outcome.await.unwrap_or_else(|_| Err(closed()))
     }
@@ -109,8 +106,7 @@ async fn run_writer(destination: Arc<Client>, broker: i32, config: ReplicatorCon
         // This request: every non-transactional batch, plus the transactional batches of the first
         // (producer id, epoch) waiting. The others wait for the next request.
         let producer = waiting.iter().find_map(|s| s.transactional);
-        let (now, later): (Vec<Submission>, Vec<Submission>) =
-            waiting.drain(..).partition(|s| s.transactional.is_none() || s.transactional == producer);
+        let (now, later): (Vec<Submission>, Vec<Submission>) = waiting.drain(..).partition(|s| s.transactional.is_none() || s.transactional == producer);
         waiting = later;
         let options = ProduceOptions {
             timeout: config.write_timeout,

@@ -15,8 +15,8 @@ use futures_util::future::BoxFuture;
 
 use super::groups::SyncError;
 use crate::client::{
-    ANY, AclBinding, AclFilter, Client, ClientError, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, RESOURCE_CLUSTER,
-    RESOURCE_GROUP, RESOURCE_TOPIC, RESOURCE_TRANSACTIONAL_ID,
+    ANY, AclBinding, AclFilter, Client, ClientError, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, RESOURCE_CLUSTER, RESOURCE_GROUP, RESOURCE_TOPIC,
+    RESOURCE_TRANSACTIONAL_ID,
 };
 
 /// Parses `acls.include`.
@@ -276,7 +276,12 @@ mod tests {
 
         fn create_acls<'a>(&'a self, bindings: &'a [AclBinding]) -> BoxFuture<'a, Result<(), ClientError>> {
             if self.refuse_creates.load(Ordering::Relaxed) {
-                let refused = ClientError::Broker { api_key: kafka_protocol::messages::ApiKey::CreateAcls, target: Default::default(), code: ErrorCode::ClusterAuthorizationFailed, message: None };
+                let refused = ClientError::Broker {
+                    api_key: kafka_protocol::messages::ApiKey::CreateAcls,
+                    target: Default::default(),
+                    code: ErrorCode::ClusterAuthorizationFailed,
+                    message: None,
+                };
                 return Box::pin(std::future::ready(Err(refused)));
             }
             self.bindings.lock().unwrap().extend(bindings.iter().cloned());

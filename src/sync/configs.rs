@@ -72,11 +72,7 @@ impl ConfigFilter {
 /// (so a setting the source leaves at its broker default gets that default's value, not the
 /// destination broker's default, which may differ). Nothing is deleted: a value the destination must
 /// lose is replaced by the source's.
-pub fn config_changes(
-    source: &BTreeMap<String, ConfigEntry>,
-    destination: &BTreeMap<String, ConfigEntry>,
-    filter: &ConfigFilter,
-) -> Vec<AlterConfigOp> {
+pub fn config_changes(source: &BTreeMap<String, ConfigEntry>, destination: &BTreeMap<String, ConfigEntry>, filter: &ConfigFilter) -> Vec<AlterConfigOp> {
     let topic_level = |configs: &BTreeMap<String, ConfigEntry>| -> Vec<String> {
         configs.iter().filter(|(_, e)| e.source == TOPIC_CONFIG_SOURCE).map(|(k, _)| k.clone()).collect()
     };
@@ -139,9 +135,6 @@ mod tests {
         ]
         .into();
         let ops = config_changes(&source, &destination, &ConfigFilter::default());
-        assert_eq!(
-            ops,
-            vec![AlterConfigOp::Set("cleanup.policy".into(), "compact".into()), AlterConfigOp::Set("max.message.bytes".into(), "1048588".into())]
-        );
+        assert_eq!(ops, vec![AlterConfigOp::Set("cleanup.policy".into(), "compact".into()), AlterConfigOp::Set("max.message.bytes".into(), "1048588".into())]);
     }
 }

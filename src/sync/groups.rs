@@ -38,10 +38,7 @@ impl GroupFilter {
         let compile = |key: &'static str, patterns: &[&str]| -> Result<Vec<Regex>, SyncError> {
             patterns
                 .iter()
-                .map(|p| {
-                    Regex::new(&format!("^(?:{p})$"))
-                        .map_err(|e| SyncError::InvalidPattern { key, pattern: (*p).to_owned(), message: e.to_string() })
-                })
+                .map(|p| Regex::new(&format!("^(?:{p})$")).map_err(|e| SyncError::InvalidPattern { key, pattern: (*p).to_owned(), message: e.to_string() }))
                 .collect()
         };
         Ok(Self { include: compile("groups.include", include)?, exclude: compile("groups.exclude", exclude)? })
@@ -144,24 +141,14 @@ pub(crate) fn is_consumer_group(g: &ListedGroup) -> bool {
 /// # Errors
 /// [`SyncError::Cluster`] if a cluster cannot be read or written; a problem with one group only
 /// skips that group (in the report).
-pub async fn sync_group_offsets(
-    source: &Client,
-    destination: &Client,
-    topics: &BTreeSet<String>,
-    filter: &GroupFilter,
-) -> Result<GroupSyncReport, SyncError> {
+pub async fn sync_group_offsets(source: &Client, destination: &Client, topics: &BTreeSet<String>, filter: &GroupFilter) -> Result<GroupSyncReport, SyncError> {
     let mut report = GroupSyncReport::default();
     if topics.is_empty() {
         return Ok(report);
     }
     let source_groups = source.list_groups().await.map_err(on("source", "listing groups"))?;
-    let destination_groups: BTreeMap<String, ListedGroup> = destination
-        .list_groups()
-        .await
-        .map_err(on("destination", "listing groups"))?
-        .into_iter()
-        .map(|g| (g.group_id.clone(), g))
-        .collect();
+    let destination_groups: BTreeMap<String, ListedGroup> =
+        destination.list_groups().await.map_err(on("destination", "listing groups"))?.into_iter().map(|g| (g.group_id.clone(), g)).collect();
     let mut ranges = ValidRanges::new(destination, topics).await?;
     for group in source_groups.iter().filter(|g| filter.matches(&g.group_id)) {
         let skip = |reason: String| SkippedGroup { group: group.group_id.clone(), reason };

@@ -17,6 +17,6 @@ pub mod topics;
 pub use acls::{AclCluster, AclLedger, AclSync, AclSyncReport, InMemoryAclLedger, LedgerError, parse_acl_filters};
 pub use configs::{ConfigFilter, DEFAULT_EXCLUDED_PROPERTIES, sync_topic_configs};
 pub use groups::{GroupFilter, GroupSyncReport, SkippedGroup, SyncError, sync_group_offsets};
-pub use share_groups::{ShareGroupSyncReport, sync_share_group_offsets};
 pub use runner::{MirroredTopics, SYNC_SETTING_NAMES, SettingError, SyncKind, SyncRunner, SyncSettings, SyncStatus};
+pub use share_groups::{ShareGroupSyncReport, sync_share_group_offsets};
 pub use topics::{DEFAULT_EXCLUDED_TOPICS, TopicPattern, new_matching_topics};

@@ -23,8 +23,8 @@ use super::groups::{GroupFilter, SkippedGroup, SyncError, sync_group_offsets};
 use super::share_groups::sync_share_group_offsets;
 use super::topics::{DEFAULT_EXCLUDED_TOPICS, TopicPattern, new_matching_topics};
 use crate::client::{AclFilter, Client};
-use crate::report::error_chain;
 use crate::replicator::{ReplicationError, Replicator};
+use crate::report::error_chain;
 
 /// What the runner needs from whatever copies the mirror's topics: which topics, following a
 /// partition increase, and starting a new topic. [`Replicator`] is one.
@@ -133,11 +133,7 @@ impl SyncSettings {
     /// # Errors
     /// [`SettingError`] naming the first bad setting.
     pub fn from_properties(props: &BTreeMap<String, String>, topic_pattern: Option<&str>) -> Result<Self, SettingError> {
-        let bad = |key: &str, message: String| SettingError {
-            key: key.to_owned(),
-            value: props.get(key).cloned().unwrap_or_default(),
-            message,
-        };
+        let bad = |key: &str, message: String| SettingError { key: key.to_owned(), value: props.get(key).cloned().unwrap_or_default(), message };
         let boolean = |key: &str, default: bool| -> Result<bool, SettingError> {
             match props.get(key).map(|v| v.trim().to_ascii_lowercase()) {
                 None => Ok(default),
@@ -155,12 +151,10 @@ impl SyncSettings {
                 },
             }
         };
-        let list = |key: &str| -> Option<Vec<&str>> {
-            props.get(key).map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).collect())
-        };
+        let list = |key: &str| -> Option<Vec<&str>> { props.get(key).map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()) };
         let pattern_err = |key: &'static str| move |e: SyncError| bad(key, e.to_string());
-        let groups = GroupFilter::new(&list("groups.include").unwrap_or_else(|| vec![".*"]), &list("groups.exclude").unwrap_or_default())
-            .map_err(|e| match e {
+        let groups =
+            GroupFilter::new(&list("groups.include").unwrap_or_else(|| vec![".*"]), &list("groups.exclude").unwrap_or_default()).map_err(|e| match e {
                 SyncError::InvalidPattern { key, .. } => bad(key, e.to_string()),
                 other => bad("groups.include", other.to_string()),
             })?;
@@ -168,9 +162,9 @@ impl SyncSettings {
             .map_err(pattern_err("topic.properties.exclude"))?;
         let topics = match topic_pattern {
             None => None,
-            Some(p) => Some(
-                TopicPattern::new(p, &list("topics.exclude").unwrap_or_else(|| DEFAULT_EXCLUDED_TOPICS.to_vec())).map_err(pattern_err("topics.exclude"))?,
-            ),
+            Some(p) => {
+                Some(TopicPattern::new(p, &list("topics.exclude").unwrap_or_else(|| DEFAULT_EXCLUDED_TOPICS.to_vec())).map_err(pattern_err("topics.exclude"))?)
+            }
         };
         let acls = boolean("sync.acls.enabled", false)?;
         let acl_filters = parse_acl_filters(&list("acls.include").unwrap_or_default()).map_err(pattern_err("acls.include"))?;

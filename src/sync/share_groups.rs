@@ -81,13 +81,8 @@ pub async fn sync_share_group_offsets(
         ));
         return Ok(report);
     }
-    let destination_groups: BTreeMap<String, ListedGroup> = destination
-        .list_groups()
-        .await
-        .map_err(on("destination", "listing groups"))?
-        .into_iter()
-        .map(|g| (g.group_id.clone(), g))
-        .collect();
+    let destination_groups: BTreeMap<String, ListedGroup> =
+        destination.list_groups().await.map_err(on("destination", "listing groups"))?.into_iter().map(|g| (g.group_id.clone(), g)).collect();
     let names: Vec<&str> = topics.iter().map(String::as_str).collect();
     let partitions: BTreeMap<String, Vec<i32>> = source
         .refresh_metadata(&names)
@@ -103,7 +98,13 @@ pub async fn sync_share_group_offsets(
         let skip = |reason: String| SkippedGroup { group: id.clone(), reason };
         let there = destination_groups.get(id);
         if let Some(other) = there.filter(|t| !t.is_share()) {
-            let kind = if is_consumer_group(other) { "consumer" } else if other.group_type.is_empty() { other.protocol_type.as_str() } else { other.group_type.as_str() };
+            let kind = if is_consumer_group(other) {
+                "consumer"
+            } else if other.group_type.is_empty() {
+                other.protocol_type.as_str()
+            } else {
+                other.group_type.as_str()
+            };
             report.skipped.push(skip(format!("a share group on the source and a {kind} group on the destination")));
             continue;
         }
@@ -137,10 +138,8 @@ pub async fn sync_share_group_offsets(
             for (topic, partition) in wanted.keys() {
                 asked.entry(topic.clone()).or_default().push(*partition);
             }
-            let current = destination
-                .describe_share_group_offsets(id, &asked)
-                .await
-                .map_err(on("destination", format!("reading start offsets of share group {id}")))?;
+            let current =
+                destination.describe_share_group_offsets(id, &asked).await.map_err(on("destination", format!("reading start offsets of share group {id}")))?;
             wanted.retain(|k, v| current.get(k) != Some(v));
             if wanted.is_empty() {
                 continue;

@@ -28,10 +28,7 @@ impl TopicPattern {
         let compile = |key: &'static str, p: &str| {
             Regex::new(&format!("^(?:{p})$")).map_err(|e| SyncError::InvalidPattern { key, pattern: p.to_owned(), message: e.to_string() })
         };
-        Ok(Self {
-            include: compile("topic", include)?,
-            exclude: exclude.iter().map(|p| compile("topics.exclude", p)).collect::<Result<_, _>>()?,
-        })
+        Ok(Self { include: compile("topic", include)?, exclude: exclude.iter().map(|p| compile("topics.exclude", p)).collect::<Result<_, _>>()? })
     }
 
     /// True if `topic` belongs to the mirror.
@@ -45,16 +42,12 @@ impl TopicPattern {
 /// # Errors
 /// [`SyncError::Cluster`] if the source's metadata cannot be read.
 pub async fn new_matching_topics(source: &Client, pattern: &TopicPattern, mirrored: &BTreeSet<String>) -> Result<Vec<String>, SyncError> {
-    let metadata = source
-        .refresh_metadata(&[])
-        .await
-        .map_err(|source: ClientError| SyncError::Cluster { side: "source", what: "listing topics".to_owned(), source: Box::new(source) })?;
-    Ok(metadata
-        .topics
-        .values()
-        .filter(|t| !t.is_internal && pattern.matches(&t.name) && !mirrored.contains(&t.name))
-        .map(|t| t.name.clone())
-        .collect())
+    let metadata = source.refresh_metadata(&[]).await.map_err(|source: ClientError| SyncError::Cluster {
+        side: "source",
+        what: "listing topics".to_owned(),
+        source: Box::new(source),
+    })?;
+    Ok(metadata.topics.values().filter(|t| !t.is_internal && pattern.matches(&t.name) && !mirrored.contains(&t.name)).map(|t| t.name.clone()).collect())
 }
 
 #[cfg(test)]

@@ -4,12 +4,11 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kafka_harness::{
-    Compression, ConsumeOptions, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination,
-    java_client, librdkafka_consume, source, unique_name,
+    Compression, ConsumeOptions, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client, librdkafka_consume, source,
+    unique_name,
 };
 use kafka_mirror_proxy::client::{
-    AlterConfigOp, ClientError, ConfigResource, ConnectionError, FetchSpec, IsolationLevel, NewTopic, OffsetSpec,
-    ProduceOptions, TxnMarker,
+    AlterConfigOp, ClientError, ConfigResource, ConnectionError, FetchSpec, IsolationLevel, NewTopic, OffsetSpec, ProduceOptions, TxnMarker,
 };
 use kafka_mirror_proxy::protocol::batch::{BatchBuilder, Compression as BatchCompression, Record};
 use kafka_mirror_proxy::protocol::{ErrorCode, FrameError};
@@ -157,10 +156,7 @@ async fn delete_records_and_list_offsets() {
     let topic = unique_name("offsets");
     let dst_client = client(&dst.bootstrap()).await;
     let created = dst_client
-        .create_topics(
-            &[NewTopic { name: topic.clone(), num_partitions: 1, replication_factor: 1, configs: vec![] }],
-            Duration::from_secs(30),
-        )
+        .create_topics(&[NewTopic { name: topic.clone(), num_partitions: 1, replication_factor: 1, configs: vec![] }], Duration::from_secs(30))
         .await
         .unwrap();
     assert!(created[0].is_ok(), "{:?}", created[0]);
@@ -233,12 +229,7 @@ async fn admin_calls_against_a_real_cluster() {
     let topic = unique_name("configs");
     let created = dst_client
         .create_topics(
-            &[NewTopic {
-                name: topic.clone(),
-                num_partitions: 3,
-                replication_factor: 1,
-                configs: vec![("cleanup.policy".into(), "compact".into())],
-            }],
+            &[NewTopic { name: topic.clone(), num_partitions: 3, replication_factor: 1, configs: vec![("cleanup.policy".into(), "compact".into())] }],
             Duration::from_secs(30),
         )
         .await
@@ -263,10 +254,7 @@ async fn admin_calls_against_a_real_cluster() {
     let verification = dst_client.describe_configs(&ConfigResource::Broker(cluster.brokers[0].id)).await.unwrap();
     assert_eq!(verification["transaction.partition.verification.enable"].value.as_deref(), Some("false"));
 
-    let err = dst_client
-        .incremental_alter_configs(&resource, &[AlterConfigOp::Set("retention.ms".into(), "soon".into())])
-        .await
-        .unwrap_err();
+    let err = dst_client.incremental_alter_configs(&resource, &[AlterConfigOp::Set("retention.ms".into(), "soon".into())]).await.unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::InvalidConfig), "{err}");
 }
 

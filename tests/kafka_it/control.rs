@@ -109,8 +109,7 @@ async fn wait_rows(bootstrap: &str, mirror: &str, topics: &[&str], state: &str, 
 }
 
 fn produce(java: &JavaClient, cluster: &Cluster, topic: &str, partitions: i32, n: usize, tag: &str) {
-    let lines: Vec<ProduceLine> =
-        (0..n).map(|i| ProducerRecord::to((i as i32) % partitions).key(format!("{tag}-{i}")).value(format!("v{i}")).into()).collect();
+    let lines: Vec<ProduceLine> = (0..n).map(|i| ProducerRecord::to((i as i32) % partitions).key(format!("{tag}-{i}")).value(format!("v{i}")).into()).collect();
     java.produce(&cluster.bootstrap(), topic, &JavaProduceOptions::default(), &lines).unwrap();
 }
 

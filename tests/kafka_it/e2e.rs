@@ -44,7 +44,8 @@ async fn mirror_lifecycle_through_the_proxy_binary_and_the_cli() {
 
     // Read-only through the proxy.
     let one = [ProduceLine::from(ProducerRecord::to(0).key("after").value("failover"))];
-    let opts = JavaProduceOptions { props: vec![("delivery.timeout.ms".into(), "5000".into()), ("request.timeout.ms".into(), "4000".into())], ..Default::default() };
+    let opts =
+        JavaProduceOptions { props: vec![("delivery.timeout.ms".into(), "5000".into()), ("request.timeout.ms".into(), "4000".into())], ..Default::default() };
     let refused = java.produce(&proxy, &topic, &opts, &one);
     assert!(refused.is_err(), "a write to a mirror topic through the proxy succeeded");
 

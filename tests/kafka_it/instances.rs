@@ -273,11 +273,11 @@ async fn kill_9_in_each_transition_then_restart() {
     assert_identical(&s, &d, &topic, 2).await;
     let src_end = s.list_offset(&topic, 0, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.unwrap();
     let one = [ProduceLine::from(ProducerRecord::to(0).key("after").value("failover"))];
-    let opts = JavaProduceOptions { props: vec![("delivery.timeout.ms".into(), "10000".into()), ("request.timeout.ms".into(), "5000".into())], ..Default::default() };
+    let opts =
+        JavaProduceOptions { props: vec![("delivery.timeout.ms".into(), "10000".into()), ("request.timeout.ms".into(), "5000".into())], ..Default::default() };
     let landed = poll_until(Duration::from_secs(60), || async { java.produce(&bootstrap, &topic, &opts, &one).ok() }).await.expect("writable after remove");
     assert_eq!(landed, vec![(0, src_end)], "the first write after failover takes the source's next offset");
 }
-
 
 /// The mirror's sync runs on the instance that owns the mirror, with the mirror's `sync.*`
 /// settings (issue 7, through the binaries): committed group offsets, a topic config change, a
@@ -369,7 +369,7 @@ async fn the_owning_instance_keeps_offsets_configs_partitions_and_new_topics_in_
 /// while a destination-only binding and one outside the filter stay as they are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acl_sync_remembers_what_it_created_across_a_restart() {
-    use kafka_mirror_proxy::client::{AclBinding, AclFilter, ANY, PATTERN_LITERAL, PATTERN_PREFIXED, RESOURCE_TOPIC};
+    use kafka_mirror_proxy::client::{ANY, AclBinding, AclFilter, PATTERN_LITERAL, PATTERN_PREFIXED, RESOURCE_TOPIC};
     let (src, dst, java) = (authorizing_cluster("acl-ctl-source"), authorizing_cluster("acl-ctl-dest"), java_client());
     let (s, d) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
     let binding = |pattern_type, name: &str, principal: &str| AclBinding {

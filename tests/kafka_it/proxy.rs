@@ -17,20 +17,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_harness::{
-    ConsumeOptions, ConsumedRecord, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client,
-    librdkafka_consume, provision_python, repo_root, unique_name,
+    ConsumeOptions, ConsumedRecord, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client, librdkafka_consume,
+    provision_python, repo_root, unique_name,
 };
 use kafka_mirror_proxy::client::{BrokerConnection, ConnectionConfig};
 use kafka_mirror_proxy::mirror::{InMemoryMirrorLookup, PartitionState};
 use kafka_mirror_proxy::protocol::batch::{BatchBuilder, Record};
 use kafka_mirror_proxy::proxy::{Proxy, ProxySettings, proxy_range};
-use kafka_protocol::messages::{
-    ApiKey, CreatePartitionsRequest, DeleteRecordsRequest, IncrementalAlterConfigsRequest, ProduceRequest,
-    TopicName,
-};
-use kafka_protocol::messages::{
-    create_partitions_request, delete_records_request, incremental_alter_configs_request, produce_request,
-};
+use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, DeleteRecordsRequest, IncrementalAlterConfigsRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{create_partitions_request, delete_records_request, incremental_alter_configs_request, produce_request};
 use kafka_protocol::protocol::StrBytes;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -291,9 +286,7 @@ fn json_lines(stdout: &str) -> Vec<Value> {
 fn librdkafka_produce(bootstrap: &str, topic: &str, extra: &[&str]) -> Vec<Value> {
     let python = provision_python().expect("python with confluent-kafka");
     let mut cmd = Command::new(python);
-    cmd.arg(repo_root().unwrap().join("tests/interop/librdkafka/produce.py"))
-        .args(["--bootstrap", bootstrap, "--topic", topic])
-        .args(extra);
+    cmd.arg(repo_root().unwrap().join("tests/interop/librdkafka/produce.py")).args(["--bootstrap", bootstrap, "--topic", topic]).args(extra);
     let (ok, stdout, stderr) = run(cmd, Duration::from_secs(120));
     assert!(ok, "librdkafka producer failed:\n{stdout}\n{stderr}");
     json_lines(&stdout)
@@ -348,8 +341,7 @@ async fn java_and_librdkafka_clients_read_and_write_exact_records_through_the_pr
     assert_eq!(direct_committed.len(), 69, "60 idempotent + 9 committed records");
     assert_eq!(via_proxy, direct_committed);
     assert_eq!(via_rdkafka, direct_committed);
-    let values: Vec<String> =
-        direct_committed.iter().filter_map(|r| r.value.as_ref().map(|v| String::from_utf8_lossy(v).into_owned())).collect();
+    let values: Vec<String> = direct_committed.iter().filter_map(|r| r.value.as_ref().map(|v| String::from_utf8_lossy(v).into_owned())).collect();
     assert!(values.iter().all(|v| !v.contains("aborted")));
     assert!(values.iter().any(|v| v.starts_with("v-committed-8")));
     // Every record of the idempotent run, at the offset the producer was told.
@@ -444,7 +436,12 @@ async fn large_produce_requests_are_streamed_and_land_exactly() {
     // Every Produce request, streamed or not, has its duration recorded once its response is written.
     let start = Instant::now();
     while metrics.durations_of(ApiKey::Produce, u64::MAX).0 != metrics.requests_of(ApiKey::Produce) {
-        assert!(start.elapsed() < Duration::from_secs(10), "durations {:?} of {} Produce requests", metrics.durations_of(ApiKey::Produce, u64::MAX), metrics.requests_of(ApiKey::Produce));
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "durations {:?} of {} Produce requests",
+            metrics.durations_of(ApiKey::Produce, u64::MAX),
+            metrics.requests_of(ApiKey::Produce)
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let strip = |records: Vec<ConsumedRecord>| records.into_iter().map(|r| (r.partition, r.offset, r.key, r.value, r.headers)).collect::<Vec<_>>();
@@ -515,8 +512,19 @@ async fn consumer_groups_classic_and_consumer_protocol_through_the_proxy() {
             let cmd = kafka_tool(
                 "org.apache.kafka.tools.consumer.ConsoleConsumer",
                 &[
-                    "--bootstrap-server", &pb, "--topic", &t, "--group", &g, "--from-beginning", "--max-messages", "20",
-                    "--timeout-ms", "60000", "--consumer-property", &format!("group.protocol={protocol}"),
+                    "--bootstrap-server",
+                    &pb,
+                    "--topic",
+                    &t,
+                    "--group",
+                    &g,
+                    "--from-beginning",
+                    "--max-messages",
+                    "20",
+                    "--timeout-ms",
+                    "60000",
+                    "--consumer-property",
+                    &format!("group.protocol={protocol}"),
                 ],
             );
             run(cmd, Duration::from_secs(120))
@@ -589,9 +597,9 @@ async fn produce_to_a_mirror_topic_is_refused_per_partition_and_others_still_wor
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     let batch = BatchBuilder::new().with_base_timestamp(now).with_records(vec![record]).build().expect("batch");
     let topic = |t: &str| {
-        produce_request::TopicProduceData::default().with_name(name(t)).with_partition_data(vec![
-            produce_request::PartitionProduceData::default().with_index(0).with_records(Some(batch.clone())),
-        ])
+        produce_request::TopicProduceData::default()
+            .with_name(name(t))
+            .with_partition_data(vec![produce_request::PartitionProduceData::default().with_index(0).with_records(Some(batch.clone()))])
     };
     let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![topic(&free), topic(&mirrored)]);
     let response = conn.send(&request, Some(12)).await.expect("produce response");
@@ -643,9 +651,9 @@ async fn admin_writes_to_mirror_topics_are_refused() {
         [&free, &mirrored]
             .iter()
             .map(|t| {
-                delete_records_request::DeleteRecordsTopic::default().with_name(name(t)).with_partitions(vec![
-                    delete_records_request::DeleteRecordsPartition::default().with_partition_index(0).with_offset(3),
-                ])
+                delete_records_request::DeleteRecordsTopic::default()
+                    .with_name(name(t))
+                    .with_partitions(vec![delete_records_request::DeleteRecordsPartition::default().with_partition_index(0).with_offset(3)])
             })
             .collect(),
     );
@@ -707,7 +715,19 @@ async fn api_versions_are_capped_to_what_the_proxy_decodes() {
     let p = TestProxy::start().await;
     let direct = connect(&destination().bootstrap()).await;
     let via = connect(&p.bootstrap()).await;
-    for key in [ApiKey::Produce, ApiKey::Fetch, ApiKey::Metadata, ApiKey::FindCoordinator, ApiKey::DescribeCluster, ApiKey::DeleteRecords, ApiKey::CreatePartitions, ApiKey::IncrementalAlterConfigs, ApiKey::SaslHandshake, ApiKey::JoinGroup, ApiKey::OffsetCommit] {
+    for key in [
+        ApiKey::Produce,
+        ApiKey::Fetch,
+        ApiKey::Metadata,
+        ApiKey::FindCoordinator,
+        ApiKey::DescribeCluster,
+        ApiKey::DeleteRecords,
+        ApiKey::CreatePartitions,
+        ApiKey::IncrementalAlterConfigs,
+        ApiKey::SaslHandshake,
+        ApiKey::JoinGroup,
+        ApiKey::OffsetCommit,
+    ] {
         let (Some(b), Some(v)) = (direct.versions().range(key), via.versions().range(key)) else {
             panic!("{key:?} missing: direct {:?}, proxy {:?}", direct.versions().range(key), via.versions().range(key));
         };
@@ -800,7 +820,9 @@ fn proxy_binary(yaml: &str, env: &[(&str, &str)]) -> (Command, tempfile::TempDir
 #[test]
 fn the_binary_names_the_key_of_a_bad_configuration() {
     let good = |dest: &str| {
-        format!("proxy:\n  listen: \"127.0.0.1:0\"\n  advertised_host: \"127.0.0.1\"\ndestination:\n  bootstrap_servers: \"{dest}\"\n  startup_timeout_ms: 2000\n")
+        format!(
+            "proxy:\n  listen: \"127.0.0.1:0\"\n  advertised_host: \"127.0.0.1\"\ndestination:\n  bootstrap_servers: \"{dest}\"\n  startup_timeout_ms: 2000\n"
+        )
     };
     let dead = format!("127.0.0.1:{}", free_port());
     let cases = [
@@ -1025,8 +1047,16 @@ async fn franz_go_through_the_proxy() {
     let dir = repo_root().unwrap().join("tests/interop/franz-go");
     let mut cmd = Command::new("go");
     cmd.current_dir(&dir).args(["run", "."]).args([
-        "-bootstrap", &p.bootstrap(), "-topic", &topic, "-mirror-topic", &mirrored,
-        "-txn-id", &unique_name("franz-txn"), "-group-prefix", &unique_name("franz-group"),
+        "-bootstrap",
+        &p.bootstrap(),
+        "-topic",
+        &topic,
+        "-mirror-topic",
+        &mirrored,
+        "-txn-id",
+        &unique_name("franz-txn"),
+        "-group-prefix",
+        &unique_name("franz-group"),
     ]);
     let (ok, stdout, stderr) = blocking(move || run(cmd, Duration::from_secs(400))).await;
     assert!(ok, "franz-go failed (is Go installed? .ci/run downloads the modules):\n{stdout}\n{stderr}");
@@ -1051,8 +1081,16 @@ async fn kafkajs_through_the_proxy() {
     }
     let mut cmd = Command::new("node");
     cmd.current_dir(&dir).arg("index.js").args([
-        "--bootstrap", &p.bootstrap(), "--topic", &topic, "--mirror-topic", &mirrored,
-        "--txn-id", &unique_name("kafkajs-txn"), "--group", &unique_name("kafkajs-group"),
+        "--bootstrap",
+        &p.bootstrap(),
+        "--topic",
+        &topic,
+        "--mirror-topic",
+        &mirrored,
+        "--txn-id",
+        &unique_name("kafkajs-txn"),
+        "--group",
+        &unique_name("kafkajs-group"),
     ]);
     let (ok, stdout, stderr) = blocking(move || run(cmd, Duration::from_secs(200))).await;
     assert!(ok, "KafkaJS failed:\n{stdout}\n{stderr}");
@@ -1066,9 +1104,7 @@ async fn kafkajs_through_the_proxy() {
 /// exactly once and read. Runs its own 3-broker cluster, since it kills brokers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_recover_from_a_leader_change_and_a_broker_restart() {
-    let cluster = blocking(|| kafka_harness::Cluster::start(kafka_harness::ClusterSpec::new("proxy-failover").brokers(3)))
-        .await
-        .expect("3-broker cluster");
+    let cluster = blocking(|| kafka_harness::Cluster::start(kafka_harness::ClusterSpec::new("proxy-failover").brokers(3))).await.expect("3-broker cluster");
     let cluster = Arc::new(cluster);
     let p = TestProxy::start_for(&cluster.bootstrap(), |_| {}).await;
     p.allow("session failed", "sessions to the killed leader lose their broker connection (close path 3)");
@@ -1086,8 +1122,19 @@ async fn clients_recover_from_a_leader_change_and_a_broker_restart() {
         let cmd = kafka_tool(
             "org.apache.kafka.tools.ProducerPerformance",
             &[
-                "--topic", &t, "--num-records", &RECORDS.to_string(), "--throughput", "1500", "--record-size", "100",
-                "--producer-props", &props, "acks=all", "enable.idempotence=true", "delivery.timeout.ms=120000",
+                "--topic",
+                &t,
+                "--num-records",
+                &RECORDS.to_string(),
+                "--throughput",
+                "1500",
+                "--record-size",
+                "100",
+                "--producer-props",
+                &props,
+                "acks=all",
+                "enable.idempotence=true",
+                "delivery.timeout.ms=120000",
             ],
         );
         run(cmd, Duration::from_secs(240))
@@ -1182,7 +1229,8 @@ async fn tls_clients_through_the_proxy() {
     let via_java = blocking(move || java.consume(&b, &t, &ConsumeOptions { props: java_tls, ..ConsumeOptions::default() })).await.expect("consume over TLS");
     let rd_tls = vec![("security.protocol".to_owned(), "ssl".to_owned()), ("ssl.ca.location".to_owned(), cert.display().to_string())];
     let (b, t) = (proxy.clone(), topic.clone());
-    let via_rdkafka = blocking(move || librdkafka_consume(&b, &t, &ConsumeOptions { props: rd_tls, ..ConsumeOptions::default() })).await.expect("librdkafka over TLS");
+    let via_rdkafka =
+        blocking(move || librdkafka_consume(&b, &t, &ConsumeOptions { props: rd_tls, ..ConsumeOptions::default() })).await.expect("librdkafka over TLS");
     let (d, t) = (destination().bootstrap(), topic.clone());
     let direct = blocking(move || java.consume(&d, &t, &ConsumeOptions::default())).await.expect("direct");
     assert_eq!(direct.len(), 30);
@@ -1209,11 +1257,11 @@ async fn tls_clients_through_the_proxy() {
         ("ssl.ca.location".to_owned(), cert.display().to_string()),
         ("max.partition.fetch.bytes".to_owned(), "4194304".to_owned()),
     ];
-    let via_rdkafka = blocking(move || librdkafka_consume(&b, &t, &ConsumeOptions { props: rd_tls, ..ConsumeOptions::default() })).await.expect("librdkafka over TLS");
+    let via_rdkafka =
+        blocking(move || librdkafka_consume(&b, &t, &ConsumeOptions { props: rd_tls, ..ConsumeOptions::default() })).await.expect("librdkafka over TLS");
     assert_eq!(via_rdkafka, direct);
     assert!(p.proxy.metrics().streamed_responses() > 0, "no Fetch response was streamed");
     assert_eq!(p.proxy.metrics().spliced_bytes(), 0, "TLS bytes cannot be spliced");
-
 }
 
 /// The lines of `kafka-metadata-quorum describe --status` that do not move while the cluster idles
@@ -1234,7 +1282,12 @@ fn stable_quorum_lines(stdout: &str) -> Vec<String> {
 async fn describe_quorum_through_the_proxy_keeps_the_controller_endpoints() {
     let p = TestProxy::start().await;
     let describe = |bootstrap: String| {
-        blocking(move || run(kafka_tool("org.apache.kafka.tools.MetadataQuorumCommand", &["--bootstrap-server", &bootstrap, "describe", "--status"]), Duration::from_secs(120)))
+        blocking(move || {
+            run(
+                kafka_tool("org.apache.kafka.tools.MetadataQuorumCommand", &["--bootstrap-server", &bootstrap, "describe", "--status"]),
+                Duration::from_secs(120),
+            )
+        })
     };
     let (ok, direct, stderr) = describe(destination().bootstrap()).await;
     assert!(ok, "direct:\n{direct}\n{stderr}");
@@ -1317,7 +1370,12 @@ async fn share_consumer_through_the_proxy_at_v2() {
     loop {
         let (ok, stdout, stderr) = blocking({
             let (pb, g) = (pb.clone(), g.clone());
-            move || run(kafka_tool("org.apache.kafka.tools.consumer.group.ShareGroupCommand", &["--bootstrap-server", &pb, "--describe", "--group", &g]), Duration::from_secs(120))
+            move || {
+                run(
+                    kafka_tool("org.apache.kafka.tools.consumer.group.ShareGroupCommand", &["--bootstrap-server", &pb, "--describe", "--group", &g]),
+                    Duration::from_secs(120),
+                )
+            }
         })
         .await;
         assert!(ok, "describe share group:\n{stdout}\n{stderr}");
@@ -1438,9 +1496,11 @@ async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
     blocking(move || java.create_topic(&b, &t, 1, 1, &[])).await.expect("create");
     let via = connect(&p.bootstrap()).await;
     let md = via
-        .send(&kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![
-            kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(Some(name(&topic))),
-        ])), Some(12))
+        .send(
+            &kafka_protocol::messages::MetadataRequest::default()
+                .with_topics(Some(vec![kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(Some(name(&topic)))])),
+            Some(12),
+        )
         .await
         .expect("metadata");
     let (leader, topic_id) = (md.topics[0].partitions[0].leader_id.0, md.topics[0].topic_id);
@@ -1456,9 +1516,9 @@ async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     let batch = BatchBuilder::new().with_base_timestamp(now).with_records(vec![record]).build().expect("batch");
     let produce = ProduceRequest::default().with_acks(1).with_timeout_ms(10_000).with_topic_data(vec![
-        produce_request::TopicProduceData::default().with_name(name(&topic)).with_partition_data(vec![
-            produce_request::PartitionProduceData::default().with_index(0).with_records(Some(batch)),
-        ]),
+        produce_request::TopicProduceData::default()
+            .with_name(name(&topic))
+            .with_partition_data(vec![produce_request::PartitionProduceData::default().with_index(0).with_records(Some(batch))]),
     ]);
     let response = wrong.send(&produce, Some(12)).await.expect("produce response");
     let partition = &response.responses[0].partition_responses[0];
@@ -1469,9 +1529,9 @@ async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
     is_proxy_leader(n.node_id.0, n.host.as_str(), n.port);
 
     let fetch = kafka_protocol::messages::FetchRequest::default().with_max_wait_ms(0).with_topics(vec![
-        kafka_protocol::messages::fetch_request::FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![
-            kafka_protocol::messages::fetch_request::FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20),
-        ]),
+        kafka_protocol::messages::fetch_request::FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![kafka_protocol::messages::fetch_request::FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20)]),
     ]);
     let response = wrong.send(&fetch, Some(17)).await.expect("fetch response");
     let partition = &response.responses[0].partitions[0];
@@ -1519,32 +1579,35 @@ async fn kip_951_leader_endpoints_in_produce_and_fetch_point_at_the_proxy() {
     let (b, t) = (p.bootstrap(), big.clone());
     blocking(move || java_client().create_topic(&b, &t, 3, 1, &[])).await.expect("create");
     let md = via
-        .send(&kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![
-            kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(Some(name(&big))),
-        ])), Some(12))
+        .send(
+            &kafka_protocol::messages::MetadataRequest::default()
+                .with_topics(Some(vec![kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(Some(name(&big)))])),
+            Some(12),
+        )
         .await
         .expect("metadata");
     let big_id = md.topics[0].topic_id;
     // Three partitions on three brokers with one replica each: one of them is the other broker's.
     let mine = md.topics[0].partitions.iter().find(|p| p.leader_id.0 == other).expect("a partition led by the other broker").partition_index;
     for batch in 0..2 {
-        let records: Vec<Record> = (0..12).map(|i| Record { value: Some(Bytes::from(vec![b'a' + (batch * 12 + i) as u8 % 26; 64 * 1024])), ..Record::default() }).collect();
+        let records: Vec<Record> =
+            (0..12).map(|i| Record { value: Some(Bytes::from(vec![b'a' + (batch * 12 + i) as u8 % 26; 64 * 1024])), ..Record::default() }).collect();
         let batch = BatchBuilder::new().with_base_timestamp(now).with_records(records).build().expect("batch");
         let produce = ProduceRequest::default().with_acks(1).with_timeout_ms(10_000).with_topic_data(vec![
-            produce_request::TopicProduceData::default().with_name(name(&big)).with_partition_data(vec![
-                produce_request::PartitionProduceData::default().with_index(mine).with_records(Some(batch)),
-            ]),
+            produce_request::TopicProduceData::default()
+                .with_name(name(&big))
+                .with_partition_data(vec![produce_request::PartitionProduceData::default().with_index(mine).with_records(Some(batch))]),
         ]);
         let response = wrong.send(&produce, Some(12)).await.expect("produce response");
         assert_eq!(response.responses[0].partition_responses[0].error_code, 0, "{response:?}");
     }
     let fetch = kafka_protocol::messages::FetchRequest::default().with_max_wait_ms(0).with_max_bytes(8 << 20).with_topics(vec![
-        kafka_protocol::messages::fetch_request::FetchTopic::default().with_topic_id(big_id).with_partitions(vec![
-            kafka_protocol::messages::fetch_request::FetchPartition::default().with_partition(mine).with_partition_max_bytes(4 << 20),
-        ]),
-        kafka_protocol::messages::fetch_request::FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![
-            kafka_protocol::messages::fetch_request::FetchPartition::default().with_partition(0).with_partition_max_bytes(4 << 20),
-        ]),
+        kafka_protocol::messages::fetch_request::FetchTopic::default()
+            .with_topic_id(big_id)
+            .with_partitions(vec![kafka_protocol::messages::fetch_request::FetchPartition::default().with_partition(mine).with_partition_max_bytes(4 << 20)]),
+        kafka_protocol::messages::fetch_request::FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![kafka_protocol::messages::fetch_request::FetchPartition::default().with_partition(0).with_partition_max_bytes(4 << 20)]),
     ]);
     let (streamed, dropped) = (p.proxy.metrics().streamed_responses(), p.proxy.metrics().streamed_endpoints_dropped());
     let response = wrong.send(&fetch, Some(17)).await.expect("large fetch response");

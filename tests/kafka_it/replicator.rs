@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_harness::{
-    Cluster, Compression, ConsumeOptions, JavaClient, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord,
-    destination, java_client, librdkafka_consume, source, unique_name,
+    Cluster, Compression, ConsumeOptions, JavaClient, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, destination, java_client,
+    librdkafka_consume, source, unique_name,
 };
 use kafka_mirror_proxy::client::{Client, IsolationLevel, OffsetSpec};
 use kafka_mirror_proxy::mirror::PartitionState;
@@ -98,13 +98,8 @@ async fn mirrors_every_codec_and_record_shape_under_live_writes() {
     java.create_topic(&src.bootstrap(), &topic, partitions, 1, &[]).unwrap();
     let produce = |round: usize| {
         for (p, codec) in Compression::ALL.into_iter().enumerate() {
-            let options = JavaProduceOptions {
-                compression: codec,
-                idempotent: p % 2 == 0,
-                linger_ms: Some(200),
-                acks: Some("all".into()),
-                ..Default::default()
-            };
+            let options =
+                JavaProduceOptions { compression: codec, idempotent: p % 2 == 0, linger_ms: Some(200), acks: Some("all".into()), ..Default::default() };
             let mut lines: Vec<ProduceLine> = (0..60).map(|i| record(p as i32, round * 100 + i, codec.as_str()).into()).collect();
             if round == 0 && codec == Compression::None {
                 // Close to the default max.message.bytes (1 MiB) once batched.
@@ -259,7 +254,6 @@ async fn mirrors_a_compacted_topic_after_cleaning() {
         last = now;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-
 
     let replicator = start(src, dst, std::slice::from_ref(&topic), IsolationLevel::ReadUncommitted).await;
     wait_caught_up(&replicator, &src_client, &topic).await;
@@ -439,11 +433,8 @@ async fn replicator_killed_mid_copy_resumes_exactly() {
         // Kill it once it has copied something but not everything.
         let target: i64 = src_client.list_offsets(&topic, &[0, 1, 2], OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.unwrap().values().sum();
         let midway = poll_until(CATCH_UP, || async {
-            let copied: i64 = dst_client
-                .list_offsets(&topic, &[0, 1, 2], OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
-                .await
-                .map(|m| m.values().sum())
-                .unwrap_or(0);
+            let copied: i64 =
+                dst_client.list_offsets(&topic, &[0, 1, 2], OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.map(|m| m.values().sum()).unwrap_or(0);
             (copied > 0 && (copied < target || round == 3)).then_some(copied)
         })
         .await;
@@ -462,10 +453,7 @@ async fn replicator_killed_mid_copy_resumes_exactly() {
 /// The destination partition leader killed on a 3-broker destination mid-copy: no gap, no duplicate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destination_leader_killed_mid_copy() {
-    let dst = Cluster::start(
-        kafka_harness::ClusterSpec::new("dest3-kill").brokers(3).prop("transaction.partition.verification.enable", "false"),
-    )
-    .unwrap();
+    let dst = Cluster::start(kafka_harness::ClusterSpec::new("dest3-kill").brokers(3).prop("transaction.partition.verification.enable", "false")).unwrap();
     let (src, java) = (source(), java_client());
     let topic = unique_name("mirror-leaderkill");
     java.create_topic(&src.bootstrap(), &topic, 2, 1, &[("min.insync.replicas", "1")]).unwrap();
@@ -484,10 +472,7 @@ async fn destination_leader_killed_mid_copy() {
     write(0);
     let replicator = start(src, &dst, std::slice::from_ref(&topic), IsolationLevel::ReadCommitted).await;
     let (src_client, dst_client) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
-    let copied_some = poll_until(CATCH_UP, || async {
-        replicator.status().iter().any(|s| s.topic == topic && s.destination_offset > 0).then_some(())
-    })
-    .await;
+    let copied_some = poll_until(CATCH_UP, || async { replicator.status().iter().any(|s| s.topic == topic && s.destination_offset > 0).then_some(()) }).await;
     assert!(copied_some.is_some(), "nothing copied: {:?}", replicator.status());
     let leader = dst_client.leader_of(&topic, 0).await.unwrap();
     dst.kill_broker(leader).unwrap();
@@ -518,7 +503,9 @@ async fn log_append_time_sources_keep_their_timestamps() {
     assert!(expected.iter().all(|r| r.timestamp_type == "LogAppendTime"));
     let got = java.consume(&dst.bootstrap(), &topic, &ConsumeOptions::default()).unwrap();
     assert!(got.iter().all(|r| r.timestamp_type == "CreateTime"));
-    let strip = |v: Vec<kafka_harness::ConsumedRecord>| -> Vec<_> { v.into_iter().map(|r| kafka_harness::ConsumedRecord { timestamp_type: String::new(), ..r }).collect() };
+    let strip = |v: Vec<kafka_harness::ConsumedRecord>| -> Vec<_> {
+        v.into_iter().map(|r| kafka_harness::ConsumedRecord { timestamp_type: String::new(), ..r }).collect()
+    };
     assert_eq!(strip(got), strip(expected));
     replicator.shutdown().await;
 }

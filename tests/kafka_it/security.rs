@@ -17,14 +17,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kafka_harness::{
-    Cluster, ConsumeOptions, ListenerSecurity, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, SaslLogin, certs,
-    client_props, destination, java_client, librdkafka_consume, librdkafka_props, properties_text, provision_python, repo_root,
-    sasl_password, secure_cluster, source, unique_name,
+    Cluster, ConsumeOptions, ListenerSecurity, ProduceLine, ProduceOptions as JavaProduceOptions, ProducerRecord, SaslLogin, certs, client_props, destination,
+    java_client, librdkafka_consume, librdkafka_props, properties_text, provision_python, repo_root, sasl_password, secure_cluster, source, unique_name,
 };
 use kafka_mirror_proxy::admin::{AclAuthorizer, AdminHandler, MirrorAcl, MirrorAdminClient, MirrorOperation};
 use kafka_mirror_proxy::client::{
-    BackoffConfig, BrokerInfo, Client, ClientConfig, ClientError, ConnectionError, IsolationLevel, NewTopic, OffsetSpec, ProduceOptions,
-    SecurityConfig,
+    BackoffConfig, BrokerInfo, Client, ClientConfig, ClientError, ConnectionError, IsolationLevel, NewTopic, OffsetSpec, ProduceOptions, SecurityConfig,
 };
 use kafka_mirror_proxy::mirror::{MirrorManager, MirrorManagerConfig, PartitionState, SecretKey};
 use kafka_mirror_proxy::protocol::ErrorCode;
@@ -158,7 +156,11 @@ async fn refused(bootstrap: &str, props: &[(String, String)]) -> ClientError {
 async fn a_wrong_password_is_a_typed_authentication_error() {
     let cases = [
         (ListenerSecurity::SaslPlaintext, "SCRAM-SHA-256", SCRAM_256_REFUSED),
-        (ListenerSecurity::SaslSsl, "SCRAM-SHA-512", "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"),
+        (
+            ListenerSecurity::SaslSsl,
+            "SCRAM-SHA-512",
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+        ),
         (ListenerSecurity::SaslPlaintext, "PLAIN", "Authentication failed: Invalid username or password"),
     ];
     for (listener, mechanism, broker_message) in cases {
@@ -234,7 +236,9 @@ async fn expired_sasl_sessions_are_replaced_before_use() {
         .unwrap();
     assert!(created[0].is_ok(), "{:?}", created[0]);
     partition_ready(&client, &topic, 0).await;
-    let batch = |tag: &str| BatchBuilder::new().with_base_timestamp(now_ms()).with_records([Record { value: Some(tag.to_owned().into()), ..Record::default() }]).build().unwrap();
+    let batch = |tag: &str| {
+        BatchBuilder::new().with_base_timestamp(now_ms()).with_records([Record { value: Some(tag.to_owned().into()), ..Record::default() }]).build().unwrap()
+    };
     assert_eq!(client.produce(&topic, 0, batch("first"), &ProduceOptions::default()).await.unwrap().base_offset, 0);
     let leader = client.leader_of(&topic, 0).await.unwrap();
     let old = client.connection(leader).await.unwrap();
@@ -264,9 +268,7 @@ async fn clients_reauthenticate_through_the_proxy() {
     settings.startup_timeout = Duration::from_secs(30);
     settings.destination_security = security(&client_props(ListenerSecurity::SaslPlaintext, login("SCRAM-SHA-512", "admin")));
     let shutdown = CancellationToken::new();
-    let proxy = Proxy::start(settings, Arc::new(kafka_mirror_proxy::mirror::InMemoryMirrorLookup::new()), shutdown.clone())
-        .await
-        .expect("proxy starts");
+    let proxy = Proxy::start(settings, Arc::new(kafka_mirror_proxy::mirror::InMemoryMirrorLookup::new()), shutdown.clone()).await.expect("proxy starts");
     let topic = unique_name("reauth-proxy");
     let java = java_client();
     let (b, t) = (dst.plaintext_bootstrap(), topic.clone());
@@ -284,8 +286,19 @@ async fn clients_reauthenticate_through_the_proxy() {
         // Three session lifetimes of writing.
         let rate = RECORDS / (3 * lifetime_s);
         cmd.arg("org.apache.kafka.tools.ProducerPerformance").args([
-            "--topic", &t, "--num-records", &RECORDS.to_string(), "--record-size", "100", "--throughput", &rate.to_string(),
-            "--producer.config", &config.display().to_string(), "--producer-props", &format!("bootstrap.servers={b}"), "acks=all",
+            "--topic",
+            &t,
+            "--num-records",
+            &RECORDS.to_string(),
+            "--record-size",
+            "100",
+            "--throughput",
+            &rate.to_string(),
+            "--producer.config",
+            &config.display().to_string(),
+            "--producer-props",
+            &format!("bootstrap.servers={b}"),
+            "acks=all",
         ]);
         output(cmd)
     })
@@ -325,10 +338,7 @@ impl SecureProxy {
             ..MirrorManagerConfig::default()
         };
         let manager = Arc::new(MirrorManager::start(Arc::new(control), config).await.expect("manager starts"));
-        let acls = MirrorOperation::ALL
-            .iter()
-            .map(|op| MirrorAcl { principal: "User:admin".to_owned(), operation: *op, mirror: "*".to_owned() })
-            .collect();
+        let acls = MirrorOperation::ALL.iter().map(|op| MirrorAcl { principal: "User:admin".to_owned(), operation: *op, mirror: "*".to_owned() }).collect();
         let admin = Arc::new(AdminHandler::new(manager.clone(), Arc::new(AclAuthorizer::new(acls))));
         let proxy = Proxy::start_with_admin(settings, manager.lookup(), Some(admin), CancellationToken::new()).await.expect("proxy starts");
         Self { proxy, manager }
@@ -422,10 +432,7 @@ async fn clients_authenticate_through_a_tls_proxy_to_a_sasl_ssl_destination() {
     assert!(!ok);
     assert!(stderr.contains(&format!("SaslAuthenticationException: {SCRAM_256_REFUSED}")), "{stderr}");
     let error = refused(&proxy, &wrong).await;
-    assert!(
-        matches!(error.security_failure(), Some(ConnectionError::Authentication { message, .. }) if message == SCRAM_256_REFUSED),
-        "{error:?}"
-    );
+    assert!(matches!(error.security_failure(), Some(ConnectionError::Authentication { message, .. }) if message == SCRAM_256_REFUSED), "{error:?}");
 
     // The principal decides: admin may create a mirror and sees it; alice may not and does not.
     let admin_sec = security(&client_props(ListenerSecurity::SaslSsl, login("SCRAM-SHA-512", "admin")));
@@ -440,10 +447,10 @@ async fn clients_authenticate_through_a_tls_proxy_to_a_sasl_ssl_destination() {
         validate_only: false,
     };
     let r = as_alice.send(&create(&mirror)).await.unwrap();
-    assert_eq!((r.error_code, r.error_message.as_deref()), (
-        MirrorErrorCode::MirrorAuthorizationFailed.code(),
-        Some(format!("principal `User:alice` is not allowed CREATE on mirror `{mirror}`").as_str())
-    ));
+    assert_eq!(
+        (r.error_code, r.error_message.as_deref()),
+        (MirrorErrorCode::MirrorAuthorizationFailed.code(), Some(format!("principal `User:alice` is not allowed CREATE on mirror `{mirror}`").as_str()))
+    );
     let r = as_admin.send(&create(&mirror)).await.unwrap();
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
     let listed = |r: kafka_mirror_proxy::protocol::mirror::ListMirrorsResponse| r.mirrors.into_iter().map(|m| m.mirror_name).collect::<Vec<_>>();
@@ -538,7 +545,6 @@ async fn a_mirror_copies_from_a_sasl_ssl_source() {
     assert_eq!(at_destination, at_source, "same offsets, keys, values, headers and timestamps");
     manager.shutdown().await;
 }
-
 
 /// The proxy's own credentials refused by the destination stop its start with an error naming
 /// `destination.sasl` and carrying the broker's message; an untrusted destination certificate names

@@ -83,8 +83,7 @@ async fn consumer_group_offsets_arrive_unchanged_and_active_groups_are_left_alon
     let topics: BTreeSet<String> = [topic.clone()].into();
     let filter = GroupFilter::new(&[".*"], &[&excluded]).unwrap();
     let report = sync_group_offsets(&s, &d, &topics, &filter).await.unwrap();
-    let committed: BTreeSet<(String, i32, i64)> =
-        report.committed.iter().filter(|c| c.1 == topic).map(|(g, _, p, o)| (g.clone(), *p, *o)).collect();
+    let committed: BTreeSet<(String, i32, i64)> = report.committed.iter().filter(|c| c.1 == topic).map(|(g, _, p, o)| (g.clone(), *p, *o)).collect();
     assert_eq!(committed, [(synced.clone(), 0, 7), (synced.clone(), 1, 13)].into());
     assert!(report.skipped.iter().any(|s| s.group == active && s.reason.contains("active")), "{:?}", report.skipped);
 
@@ -124,9 +123,12 @@ async fn topic_configs_and_partition_increases_follow_the_source() {
     wait_caught_up(&replicator, &s, &topic).await;
 
     let resource = ConfigResource::Topic(topic.clone());
-    s.incremental_alter_configs(&resource, &[AlterConfigOp::Set("retention.ms".into(), "172800000".into()), AlterConfigOp::Set("min.insync.replicas".into(), "1".into())])
-        .await
-        .unwrap();
+    s.incremental_alter_configs(
+        &resource,
+        &[AlterConfigOp::Set("retention.ms".into(), "172800000".into()), AlterConfigOp::Set("min.insync.replicas".into(), "1".into())],
+    )
+    .await
+    .unwrap();
     // Brokers apply config changes asynchronously; sync until the change is seen and copied.
     let filter = ConfigFilter::default();
     let copied = crate::common::poll_until(std::time::Duration::from_secs(30), || async {
@@ -188,7 +190,7 @@ async fn new_topics_matching_the_pattern_are_found() {
 /// same ledger (a restart).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acls_follow_the_source_within_the_filter() {
-    use kafka_mirror_proxy::client::{AclBinding, AclFilter, ANY, PATTERN_LITERAL, PATTERN_PREFIXED, RESOURCE_GROUP, RESOURCE_TOPIC};
+    use kafka_mirror_proxy::client::{ANY, AclBinding, AclFilter, PATTERN_LITERAL, PATTERN_PREFIXED, RESOURCE_GROUP, RESOURCE_TOPIC};
     use kafka_mirror_proxy::sync::{AclLedger, AclSync, InMemoryAclLedger, parse_acl_filters};
     let (src, dst) = (crate::common::authorizing_cluster("acl-source"), crate::common::authorizing_cluster("acl-dest"));
     let (s, d) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
@@ -248,11 +250,11 @@ async fn acls_follow_the_source_within_the_filter() {
 /// once the source is back, offsets arrive again and data mirroring goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_source_is_reported_and_retried() {
-    use std::sync::Arc;
-    use std::time::Duration;
     use kafka_harness::{Cluster, ClusterSpec};
     use kafka_mirror_proxy::client::{BackoffConfig, Client, ClientConfig};
     use kafka_mirror_proxy::sync::{SyncKind, SyncRunner, SyncSettings};
+    use std::sync::Arc;
+    use std::time::Duration;
     let src = Cluster::start(ClusterSpec::new("sync-flaky-source")).unwrap();
     let (dst, java) = (destination(), java_client());
     let topic = unique_name("sync-flaky");
@@ -270,11 +272,8 @@ async fn unreachable_source_is_reported_and_retried() {
     let (s, d) = (quick(src.bootstrap()).await, quick(dst.bootstrap()).await);
     let replicator = Arc::new(start(&src, dst, std::slice::from_ref(&topic), IsolationLevel::ReadCommitted).await);
     wait_caught_up(&replicator, &s, &topic).await;
-    let settings = SyncSettings {
-        group_offsets_interval: Duration::from_millis(300),
-        metadata_refresh_interval: Duration::from_millis(1000),
-        ..SyncSettings::default()
-    };
+    let settings =
+        SyncSettings { group_offsets_interval: Duration::from_millis(300), metadata_refresh_interval: Duration::from_millis(1000), ..SyncSettings::default() };
     let runner = SyncRunner::new(s.clone(), d.clone(), replicator.clone(), settings);
     let status = runner.status_handle();
     let cancel = tokio_util::sync::CancellationToken::new();
@@ -393,8 +392,12 @@ async fn share_group_start_offsets_arrive_and_a_share_consumer_resumes_there() {
     // the synced start offsets on, none before.
     let again = sync_share_group_offsets(&s, &d, &topics, &filter).await.unwrap();
     assert_eq!(again.altered, vec![(busy.clone(), topic.clone(), 0, 2)], "{again:?}");
-    let expected: Vec<_> =
-        java.consume(&src.bootstrap(), &topic, &Default::default()).unwrap().into_iter().filter(|r| r.offset >= at_source[&(topic.clone(), r.partition)]).collect();
+    let expected: Vec<_> = java
+        .consume(&src.bootstrap(), &topic, &Default::default())
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.offset >= at_source[&(topic.clone(), r.partition)])
+        .collect();
     assert_eq!(expected.len() as i64, at_source.values().map(|o| 30 - o).sum::<i64>());
     let got = java.share_consume(&dst.bootstrap(), &topic, &synced, expected.len(), None).unwrap();
     assert_eq!(got, expected);
@@ -406,10 +409,10 @@ async fn share_group_start_offsets_arrive_and_a_share_consumer_resumes_there() {
 /// reason it did nothing. Needs its own 3.9 cluster (the shared ones run `KAFKA_VERSION`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_without_share_groups_does_not_fail_the_group_sync() {
-    use std::sync::Arc;
     use kafka_harness::{Cluster, ClusterSpec};
     use kafka_mirror_proxy::replicator::ReplicationError;
     use kafka_mirror_proxy::sync::{MirroredTopics, SyncKind, SyncRunner, SyncSettings};
+    use std::sync::Arc;
 
     /// The runner's view of the mirror: one topic, copied by hand below.
     #[derive(Debug)]
@@ -460,11 +463,11 @@ async fn a_source_without_share_groups_does_not_fail_the_group_sync() {
 /// that no other test sees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_topics_of_the_source_are_refused_until_stopped_there() {
-    use std::sync::Arc;
     use kafka_mirror_proxy::admin::{AdminHandler, AllowAll};
     use kafka_mirror_proxy::mirror::{MirrorError, MirrorManager, MirrorManagerConfig};
     use kafka_mirror_proxy::protocol::mirror::MirrorErrorCode;
     use kafka_mirror_proxy::proxy::{Proxy, ProxySettings};
+    use std::sync::Arc;
     let (src, dst, java) = (source(), destination(), java_client());
     let manager = |bootstrap: String, state_topic: String| async move {
         let config = MirrorManagerConfig {

@@ -108,10 +108,9 @@ async fn oversized_frame_poisons_without_allocating() {
     let (result, conn) = pending.await.unwrap();
     let err = result.unwrap_err();
     match &err {
-        ConnectionError::Poisoned { source, .. } => assert!(
-            matches!(&**source, ConnectionError::Frame { source: FrameError::TooLarge { len, max: 1024 }, .. } if *len == 1 << 30),
-            "{source:?}"
-        ),
+        ConnectionError::Poisoned { source, .. } => {
+            assert!(matches!(&**source, ConnectionError::Frame { source: FrameError::TooLarge { len, max: 1024 }, .. } if *len == 1 << 30), "{source:?}")
+        }
         other => panic!("unexpected {other:?}"),
     }
     assert!(err.is_ambiguous());

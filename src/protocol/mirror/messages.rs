@@ -544,9 +544,6 @@ mod tests {
             0,                      // tagged fields
         ];
         assert_eq!(bytes.as_ref(), expected);
-        assert!(matches!(
-            decode_body::<CreateMirrorRequest>(MirrorApiKey::CreateMirror, 1, expected),
-            Err(DecodeError::UnsupportedVersion { version: 1, .. })
-        ));
+        assert!(matches!(decode_body::<CreateMirrorRequest>(MirrorApiKey::CreateMirror, 1, expected), Err(DecodeError::UnsupportedVersion { version: 1, .. })));
     }
 }

@@ -70,7 +70,7 @@ pub mod wire;
 
 use std::fmt;
 
-pub use header::{RequestHeader, decode_request_header, encode_request, encode_response, decode_response_header};
+pub use header::{RequestHeader, decode_request_header, decode_response_header, encode_request, encode_response};
 pub use messages::*;
 pub use wire::DecodeError;
 

@@ -103,10 +103,7 @@ mod tests {
         let mut r = Reader::new(&bytes);
         let mut nodes = read(&mut r).unwrap();
         r.finish().unwrap();
-        assert_eq!(nodes.iter().map(NodeEndpoint::broker_endpoint).collect::<Vec<_>>(), vec![
-            (1, "b-1".to_owned(), 9092),
-            (2, "b-2".to_owned(), 9093)
-        ]);
+        assert_eq!(nodes.iter().map(NodeEndpoint::broker_endpoint).collect::<Vec<_>>(), vec![(1, "b-1".to_owned(), 9092), (2, "b-2".to_owned(), 9093)]);
         let mut out = Vec::new();
         write(&mut out, &nodes);
         assert_eq!(out, bytes, "unmapped: the broker's bytes");

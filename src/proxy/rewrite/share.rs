@@ -126,9 +126,7 @@ mod tests {
     }
 
     fn fetch_response(with_endpoints: bool) -> ShareFetchResponse {
-        use kafka_protocol::messages::share_fetch_response::{
-            AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchableTopicResponse,
-        };
+        use kafka_protocol::messages::share_fetch_response::{AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchableTopicResponse};
         let partition = |index: i32, error: i16, records: &'static [u8]| {
             PartitionData::default()
                 .with_partition_index(index)
@@ -159,16 +157,11 @@ mod tests {
         } else {
             Vec::new()
         };
-        ShareFetchResponse::default()
-            .with_acquisition_lock_timeout_ms(30_000)
-            .with_responses(vec![topic(1), topic(2)])
-            .with_node_endpoints(endpoints)
+        ShareFetchResponse::default().with_acquisition_lock_timeout_ms(30_000).with_responses(vec![topic(1), topic(2)]).with_node_endpoints(endpoints)
     }
 
     fn ack_response() -> ShareAcknowledgeResponse {
-        use kafka_protocol::messages::share_acknowledge_response::{
-            LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareAcknowledgeTopicResponse,
-        };
+        use kafka_protocol::messages::share_acknowledge_response::{LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareAcknowledgeTopicResponse};
         ShareAcknowledgeResponse::default()
             .with_error_message(Some(StrBytes::from_static_str("partly")))
             .with_responses(vec![ShareAcknowledgeTopicResponse::default().with_topic_id(uuid::Uuid::from_bytes([3; 16])).with_partitions(
@@ -177,10 +170,7 @@ mod tests {
                     .with_error_code(6)
                     .with_current_leader(LeaderIdAndEpoch::default().with_leader_id(4).with_leader_epoch(2))],
             )])
-            .with_node_endpoints(vec![NodeEndpoint::default()
-                .with_node_id(BrokerId(4))
-                .with_host(StrBytes::from_static_str("broker-4"))
-                .with_port(9092)])
+            .with_node_endpoints(vec![NodeEndpoint::default().with_node_id(BrokerId(4)).with_host(StrBytes::from_static_str("broker-4")).with_port(9092)])
     }
 
     fn encode<T: Encodable>(message: &T, version: i16) -> Bytes {
@@ -264,9 +254,6 @@ mod tests {
         // throttle, error code, null message, lock timeout, then responses announcing 2^31 topics.
         let mut body = vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         put_uvarint(&mut body, u32::MAX >> 1);
-        assert!(matches!(
-            ShareResponse::walk(ApiKey::ShareFetch, 2, Bytes::from(body)),
-            Err(WireError::BadLength { what: "responses", .. })
-        ));
+        assert!(matches!(ShareResponse::walk(ApiKey::ShareFetch, 2, Bytes::from(body)), Err(WireError::BadLength { what: "responses", .. })));
     }
 }

@@ -13,9 +13,7 @@ fn only_batch(bytes: Bytes) -> RawBatch {
 }
 
 fn records(n: usize) -> Vec<Record> {
-    (0..n)
-        .map(|i| Record { timestamp_delta: i as i64, key: Some(format!("k{i}").into()), value: Some("v".into()), ..Record::default() })
-        .collect()
+    (0..n).map(|i| Record { timestamp_delta: i as i64, key: Some(format!("k{i}").into()), value: Some("v".into()), ..Record::default() }).collect()
 }
 
 /// A batch at `base` with `n` records of producer 5, epoch 1.
@@ -103,10 +101,7 @@ fn markers_are_replayed_with_mapped_producer() {
     let writes = plan_batch(&marker, 0, &mut seq).unwrap();
     assert_eq!(
         writes,
-        vec![Write::Markers {
-            offset: 0,
-            markers: vec![Marker { producer_id: map_producer_id(5), producer_epoch: 2, commit: true, coordinator_epoch: 7 }]
-        }]
+        vec![Write::Markers { offset: 0, markers: vec![Marker { producer_id: map_producer_id(5), producer_epoch: 2, commit: true, coordinator_epoch: 7 }] }]
     );
 }
 

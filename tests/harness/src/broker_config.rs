@@ -18,39 +18,21 @@ use crate::util;
 const FORMAT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// JVM options of short-lived tools (storage format, the Java test client): startup time dominates.
-pub(crate) const TOOL_JVM_OPTS: &[&str] = &[
-    "-Xmx256m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-Xshare:auto",
-    "-Djava.awt.headless=true",
-    "-Djava.net.preferIPv4Stack=true",
-];
+pub(crate) const TOOL_JVM_OPTS: &[&str] =
+    &["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true"];
 
 /// The broker properties for `node`: harness defaults, then `spec.broker_props` (later keys win).
-pub(crate) fn broker_properties(
-    spec: &ClusterSpec,
-    dist: &KafkaDist,
-    nodes: &[Node],
-    node: &Node,
-) -> Vec<(String, String)> {
+pub(crate) fn broker_properties(spec: &ClusterSpec, dist: &KafkaDist, nodes: &[Node], node: &Node) -> Vec<(String, String)> {
     // Spare broker-only nodes are added later: replication factors and the quorum count the others.
     let n = nodes.iter().filter(|x| !x.broker_only).count();
     let min_isr = n.min(2);
     let internal_partitions = if n == 1 { 1 } else { 3 };
-    let voters: Vec<String> = nodes
-        .iter()
-        .filter(|x| !x.broker_only)
-        .map(|x| format!("{}@127.0.0.1:{}", x.id, x.controller_port))
-        .collect();
+    let voters: Vec<String> = nodes.iter().filter(|x| !x.broker_only).map(|x| format!("{}@127.0.0.1:{}", x.id, x.controller_port)).collect();
     // A secure cluster adds a CLIENT listener (advertised to clients on it); the brokers keep talking
     // PLAINTEXT among themselves, and the controllers too.
     let (listeners, advertised, protocol_map) = match (spec.security, node.client_port) {
         (Some(security), Some(client_port)) => (
-            format!(
-                "PLAINTEXT://127.0.0.1:{},CLIENT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{}",
-                node.port, node.controller_port
-            ),
+            format!("PLAINTEXT://127.0.0.1:{},CLIENT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{}", node.port, node.controller_port),
             format!("PLAINTEXT://127.0.0.1:{},CLIENT://127.0.0.1:{client_port}", node.port),
             format!("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,CLIENT:{}", security.protocol()),
         ),
@@ -69,27 +51,15 @@ pub(crate) fn broker_properties(
         ("listener.security.protocol.map".into(), protocol_map),
         ("controller.listener.names".into(), "CONTROLLER".into()),
         ("inter.broker.listener.name".into(), "PLAINTEXT".into()),
-        (
-            "log.dirs".into(),
-            node.dir.join("data").display().to_string(),
-        ),
+        ("log.dirs".into(), node.dir.join("data").display().to_string()),
         ("num.partitions".into(), "1".into()),
         ("default.replication.factor".into(), n.to_string()),
         ("min.insync.replicas".into(), "1".into()),
         ("offsets.topic.replication.factor".into(), n.to_string()),
-        (
-            "offsets.topic.num.partitions".into(),
-            internal_partitions.to_string(),
-        ),
-        (
-            "transaction.state.log.replication.factor".into(),
-            n.to_string(),
-        ),
+        ("offsets.topic.num.partitions".into(), internal_partitions.to_string()),
+        ("transaction.state.log.replication.factor".into(), n.to_string()),
         ("transaction.state.log.min.isr".into(), min_isr.to_string()),
-        (
-            "transaction.state.log.num.partitions".into(),
-            internal_partitions.to_string(),
-        ),
+        ("transaction.state.log.num.partitions".into(), internal_partitions.to_string()),
         ("group.initial.rebalance.delay.ms".into(), "0".into()),
         ("auto.create.topics.enable".into(), "false".into()),
         // Fewer threads: several brokers share 2 cores.
@@ -108,14 +78,8 @@ pub(crate) fn broker_properties(
         ("broker.session.timeout.ms".into(), "4000".into()),
     ];
     if dist.major() >= 4 {
-        props.push((
-            "share.coordinator.state.topic.replication.factor".into(),
-            n.to_string(),
-        ));
-        props.push((
-            "share.coordinator.state.topic.min.isr".into(),
-            min_isr.to_string(),
-        ));
+        props.push(("share.coordinator.state.topic.replication.factor".into(), n.to_string()));
+        props.push(("share.coordinator.state.topic.min.isr".into(), min_isr.to_string()));
     }
     if node.broker_only {
         for (key, value) in &mut props {
@@ -141,11 +105,7 @@ pub(crate) fn broker_properties(
 pub(crate) fn log_config_texts(level: &str, to_stderr: bool) -> [(String, String); 2] {
     let suffix = if to_stderr { "tools" } else { "broker" };
     let pattern = "[%d] %p %m (%c)%n";
-    let (target2, target1) = if to_stderr {
-        ("SYSTEM_ERR", "System.err")
-    } else {
-        ("SYSTEM_OUT", "System.out")
-    };
+    let (target2, target1) = if to_stderr { ("SYSTEM_ERR", "System.err") } else { ("SYSTEM_OUT", "System.out") };
     let log4j2 = format!(
         "status = warn\n\
          appender.console.type = Console\n\
@@ -163,20 +123,14 @@ pub(crate) fn log_config_texts(level: &str, to_stderr: bool) -> [(String, String
          log4j.appender.console.layout=org.apache.log4j.PatternLayout\n\
          log4j.appender.console.layout.ConversionPattern={pattern}\n"
     );
-    [
-        (format!("log4j2-{suffix}.properties"), log4j2),
-        (format!("log4j-{suffix}.properties"), log4j1),
-    ]
+    [(format!("log4j2-{suffix}.properties"), log4j2), (format!("log4j-{suffix}.properties"), log4j1)]
 }
 
 /// The JVM system properties that select the configs of [`log_config_texts`] in `dir`. Each logging
 /// backend ignores the other's property.
 pub(crate) fn log_config_props(dir: &Path, to_stderr: bool) -> Vec<String> {
     let [(log4j2, _), (log4j1, _)] = log_config_texts("INFO", to_stderr);
-    vec![
-        format!("-Dlog4j2.configurationFile={}", dir.join(log4j2).display()),
-        format!("-Dlog4j.configuration=file:{}", dir.join(log4j1).display()),
-    ]
+    vec![format!("-Dlog4j2.configurationFile={}", dir.join(log4j2).display()), format!("-Dlog4j.configuration=file:{}", dir.join(log4j1).display())]
 }
 
 /// Writes the configs of [`log_config_texts`] into `dir` and returns [`log_config_props`].
@@ -190,13 +144,7 @@ pub(crate) fn write_log_configs(dir: &Path, level: &str, to_stderr: bool) -> Res
 /// Formats every node's storage with `kafka.tools.StorageTool format` (same jars as the broker), the
 /// nodes in parallel, with the spec's release version and features. With a static quorum (`controller.quorum.voters`) neither `--standalone` nor
 /// `--initial-controllers` applies; this works the same on 3.9 and 4.x.
-pub(crate) fn format_storage(
-    spec: &ClusterSpec,
-    dist: &KafkaDist,
-    dir: &Path,
-    cluster_id: &str,
-    nodes: &[Node],
-) -> Result<()> {
+pub(crate) fn format_storage(spec: &ClusterSpec, dist: &KafkaDist, dir: &Path, cluster_id: &str, nodes: &[Node]) -> Result<()> {
     let log_props = write_log_configs(dir, "WARN", true)?;
     let mut jvm: Vec<String> = TOOL_JVM_OPTS.iter().map(|s| s.to_string()).collect();
     jvm.extend(log_props);
@@ -225,9 +173,7 @@ pub(crate) fn format_storage(
         })
         .collect();
     for handle in handles {
-        handle
-            .join()
-            .expect("invariant: run_captured does not panic")?;
+        handle.join().expect("invariant: run_captured does not panic")?;
     }
     Ok(())
 }
@@ -237,16 +183,8 @@ pub(crate) fn format_storage(
 /// which the storage tool's argument parser would take for an option.
 pub(crate) fn random_cluster_id() -> String {
     loop {
-        let bytes = [
-            util::random_u64().to_le_bytes(),
-            util::random_u64().to_le_bytes(),
-        ]
-        .concat();
-        let id = util::base64_encode(&bytes)
-            .replace('+', "-")
-            .replace('/', "_")
-            .trim_end_matches('=')
-            .to_string();
+        let bytes = [util::random_u64().to_le_bytes(), util::random_u64().to_le_bytes()].concat();
+        let id = util::base64_encode(&bytes).replace('+', "-").replace('/', "_").trim_end_matches('=').to_string();
         if !id.starts_with('-') {
             return id;
         }
@@ -265,18 +203,12 @@ mod tests {
         }
         let id = random_cluster_id();
         assert_eq!(id.len(), 22, "{id}");
-        assert!(
-            id.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
-            "{id}"
-        );
+        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'), "{id}");
     }
 
     #[test]
     fn user_props_override_defaults() {
-        let spec = ClusterSpec::new("t")
-            .prop("num.io.threads", "8")
-            .prop("x.y", "z");
+        let spec = ClusterSpec::new("t").prop("num.io.threads", "8").prop("x.y", "z");
         let dist = KafkaDist::for_tests("4.4.0", 4);
         let node = Node {
             id: 0,
@@ -289,10 +221,7 @@ mod tests {
             broker_only: false,
         };
         let props = broker_properties(&spec, &dist, std::slice::from_ref(&node), &node);
-        assert_eq!(
-            props.iter().filter(|(k, _)| k == "num.io.threads").count(),
-            1
-        );
+        assert_eq!(props.iter().filter(|(k, _)| k == "num.io.threads").count(), 1);
         assert!(props.contains(&("num.io.threads".into(), "8".into())));
         assert!(props.contains(&("x.y".into(), "z".into())));
         assert!(props.contains(&("controller.quorum.voters".into(), "0@127.0.0.1:2".into())));

@@ -21,10 +21,7 @@ use serde_json::Value;
 use crate::broker_config::{self, TOOL_JVM_OPTS};
 use crate::dist::KafkaDist;
 use crate::error::{HarnessError, Result};
-use crate::records::{
-    ConsumeOptions, ConsumedRecord, ProduceLine, ProduceOptions, parse_json_lines,
-    records_from_json,
-};
+use crate::records::{ConsumeOptions, ConsumedRecord, ProduceLine, ProduceOptions, parse_json_lines, records_from_json};
 use crate::util::{self, FileLock};
 use crate::wire;
 
@@ -134,8 +131,7 @@ impl JavaClient {
     /// If the source is missing or `javac` fails.
     pub fn new(dist: &KafkaDist) -> Result<JavaClient> {
         let source_path = util::repo_root()?.join("tests/java/TestClient.java");
-        let source = std::fs::read(&source_path)
-            .map_err(|e| HarnessError::io(format!("reading {}", source_path.display()), e))?;
+        let source = std::fs::read(&source_path).map_err(|e| HarnessError::io(format!("reading {}", source_path.display()), e))?;
         let class_dir = dist.home().join("testclient");
         let mut hashed = source.clone();
         for (name, text) in broker_config::log_config_texts(CLIENT_LOG_LEVEL, true) {
@@ -148,22 +144,13 @@ impl JavaClient {
         if !fresh() {
             let _lock = FileLock::acquire(&dist.home().join("testclient.lock"))?;
             if !fresh() {
-                let staged = dist
-                    .home()
-                    .join(format!("testclient.tmp-{}", std::process::id()));
+                let staged = dist.home().join(format!("testclient.tmp-{}", std::process::id()));
                 if staged.exists() {
-                    std::fs::remove_dir_all(&staged).map_err(|e| {
-                        HarnessError::io(format!("removing {}", staged.display()), e)
-                    })?;
+                    std::fs::remove_dir_all(&staged).map_err(|e| HarnessError::io(format!("removing {}", staged.display()), e))?;
                 }
                 util::create_dir_all(&staged)?;
                 let mut javac = std::process::Command::new(util::java_tool("javac"));
-                javac
-                    .args(["--release", "17", "-encoding", "UTF-8", "-cp"])
-                    .arg(dist.classpath())
-                    .arg("-d")
-                    .arg(&staged)
-                    .arg(&source_path);
+                javac.args(["--release", "17", "-encoding", "UTF-8", "-cp"]).arg(dist.classpath()).arg("-d").arg(&staged).arg(&source_path);
                 util::run_captured(javac, None, false, JAVAC_TIMEOUT)?;
                 util::replace_dir(&staged, &class_dir)?;
                 broker_config::write_log_configs(&class_dir, CLIENT_LOG_LEVEL, true)?;
@@ -172,11 +159,7 @@ impl JavaClient {
         }
         let mut jvm_opts: Vec<String> = TOOL_JVM_OPTS.iter().map(|s| s.to_string()).collect();
         jvm_opts.extend(broker_config::log_config_props(&class_dir, true));
-        Ok(JavaClient {
-            dist: dist.clone(),
-            class_dir,
-            jvm_opts,
-        })
+        Ok(JavaClient { dist: dist.clone(), class_dir, jvm_opts })
     }
 
     /// The Kafka version of the client jars.
@@ -207,23 +190,13 @@ impl JavaClient {
     ///
     /// # Errors
     /// If the producer fails (the error has its stderr) or prints an unexpected number of results.
-    pub fn produce(
-        &self,
-        bootstrap: &str,
-        topic: &str,
-        opts: &ProduceOptions,
-        lines: &[ProduceLine],
-    ) -> Result<Vec<(i32, i64)>> {
+    pub fn produce(&self, bootstrap: &str, topic: &str, opts: &ProduceOptions, lines: &[ProduceLine]) -> Result<Vec<(i32, i64)>> {
         let mut args = strings(&["produce", "--bootstrap", bootstrap, "--topic", topic]);
         args.extend(strings(&["--compression", opts.compression.as_str()]));
         if opts.idempotent {
             args.push("--idempotent".into());
         }
-        let numeric = [
-            ("--linger-ms", opts.linger_ms),
-            ("--batch-size", opts.batch_size),
-            ("--max-in-flight", opts.max_in_flight),
-        ];
+        let numeric = [("--linger-ms", opts.linger_ms), ("--batch-size", opts.batch_size), ("--max-in-flight", opts.max_in_flight)];
         for (flag, value) in numeric {
             if let Some(v) = value {
                 args.extend([flag.to_string(), v.to_string()]);
@@ -244,29 +217,17 @@ impl JavaClient {
             stdin.push('\n');
         }
         let (described, values) = self.run(&args, Some(stdin.into_bytes()))?;
-        let expected = lines
-            .iter()
-            .filter(|l| matches!(l, ProduceLine::Record(_)))
-            .count();
-        let bad = |reason: String| HarnessError::BadOutput {
-            command: described.clone(),
-            reason,
-            output_head: util::head(&format!("{values:?}"), 20),
-        };
+        let expected = lines.iter().filter(|l| matches!(l, ProduceLine::Record(_))).count();
+        let bad = |reason: String| HarnessError::BadOutput { command: described.clone(), reason, output_head: util::head(&format!("{values:?}"), 20) };
         if values.len() != expected {
-            return Err(bad(format!(
-                "{} results for {expected} records",
-                values.len()
-            )));
+            return Err(bad(format!("{} results for {expected} records", values.len())));
         }
         values
             .iter()
             .map(|v| {
                 let p = v.get("partition").and_then(Value::as_i64);
                 let o = v.get("offset").and_then(Value::as_i64);
-                p.zip(o)
-                    .map(|(p, o)| (p as i32, o))
-                    .ok_or_else(|| bad(format!("bad result {v}")))
+                p.zip(o).map(|(p, o)| (p as i32, o)).ok_or_else(|| bad(format!("bad result {v}")))
             })
             .collect()
     }
@@ -275,12 +236,7 @@ impl JavaClient {
     ///
     /// # Errors
     /// If the consumer fails or times out (the error has its stderr).
-    pub fn consume(
-        &self,
-        bootstrap: &str,
-        topic: &str,
-        opts: &ConsumeOptions,
-    ) -> Result<Vec<ConsumedRecord>> {
+    pub fn consume(&self, bootstrap: &str, topic: &str, opts: &ConsumeOptions) -> Result<Vec<ConsumedRecord>> {
         let mut args = strings(&["consume", "--bootstrap", bootstrap, "--topic", topic]);
         args.extend(opts.args());
         let (described, values) = self.run(&args, None)?;
@@ -294,26 +250,9 @@ impl JavaClient {
     ///
     /// # Errors
     /// If the consumer fails or `count` records do not arrive within 30 s (the error has its stderr).
-    pub fn share_consume(
-        &self,
-        bootstrap: &str,
-        topic: &str,
-        group: &str,
-        count: usize,
-        offset_reset: Option<&str>,
-    ) -> Result<Vec<ConsumedRecord>> {
+    pub fn share_consume(&self, bootstrap: &str, topic: &str, group: &str, count: usize, offset_reset: Option<&str>) -> Result<Vec<ConsumedRecord>> {
         let count = count.to_string();
-        let mut args = strings(&[
-            "share-consume",
-            "--bootstrap",
-            bootstrap,
-            "--topic",
-            topic,
-            "--group",
-            group,
-            "--count",
-            &count,
-        ]);
+        let mut args = strings(&["share-consume", "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--count", &count]);
         if let Some(reset) = offset_reset {
             args.extend(strings(&["--offset-reset", reset]));
         }
@@ -329,24 +268,10 @@ impl JavaClient {
     /// If the JVM cannot be started.
     pub fn share_member(&self, bootstrap: &str, topic: &str, group: &str) -> Result<ShareMember> {
         let mut cmd = self.command();
-        cmd.args([
-            "share-consume",
-            "--bootstrap",
-            bootstrap,
-            "--topic",
-            topic,
-            "--group",
-            group,
-            "--count",
-            "0",
-            "--hold",
-        ]);
-        cmd.stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null());
+        cmd.args(["share-consume", "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--count", "0", "--hold"]);
+        cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null());
         let described = util::describe_command(&cmd);
-        let child = cmd
-            .spawn()
-            .map_err(|e| HarnessError::io(format!("starting {described}"), e))?;
+        let child = cmd.spawn().map_err(|e| HarnessError::io(format!("starting {described}"), e))?;
         Ok(ShareMember { child })
     }
 
@@ -360,24 +285,14 @@ impl JavaClient {
         Ok(self.run(&all, None)?.1)
     }
 
-    fn admin_typed<T>(
-        &self,
-        bootstrap: &str,
-        subcommand: &str,
-        args: &[&str],
-        parse: impl Fn(&Value) -> Option<T>,
-    ) -> Result<Vec<T>> {
+    fn admin_typed<T>(&self, bootstrap: &str, subcommand: &str, args: &[&str], parse: impl Fn(&Value) -> Option<T>) -> Result<Vec<T>> {
         let mut all = strings(&["admin", subcommand, "--bootstrap", bootstrap]);
         all.extend(strings(args));
         let (described, values) = self.run(&all, None)?;
         values
             .iter()
             .map(|v| {
-                parse(v).ok_or_else(|| HarnessError::BadOutput {
-                    command: described.clone(),
-                    reason: format!("cannot parse {v}"),
-                    output_head: String::new(),
-                })
+                parse(v).ok_or_else(|| HarnessError::BadOutput { command: described.clone(), reason: format!("cannot parse {v}"), output_head: String::new() })
             })
             .collect()
     }
@@ -387,20 +302,10 @@ impl JavaClient {
     ///
     /// # Errors
     /// If creation fails (e.g. it exists) or the topic does not become ready within 30 s.
-    pub fn create_topic(
-        &self,
-        bootstrap: &str,
-        topic: &str,
-        partitions: i32,
-        replication_factor: i16,
-        configs: &[(&str, &str)],
-    ) -> Result<()> {
+    pub fn create_topic(&self, bootstrap: &str, topic: &str, partitions: i32, replication_factor: i16, configs: &[(&str, &str)]) -> Result<()> {
         let mut args = strings(&["--topic", topic, "--partitions", &partitions.to_string()]);
         if replication_factor > 0 {
-            args.extend(strings(&[
-                "--replication-factor",
-                &replication_factor.to_string(),
-            ]));
+            args.extend(strings(&["--replication-factor", &replication_factor.to_string()]));
         }
         for (k, v) in configs {
             args.extend(["--config".to_string(), format!("{k}={v}")]);
@@ -415,28 +320,18 @@ impl JavaClient {
     /// # Errors
     /// If the admin call fails.
     pub fn delete_topic(&self, bootstrap: &str, topic: &str) -> Result<()> {
-        self.admin(bootstrap, "delete-topic", &["--topic", topic])
-            .map(drop)
+        self.admin(bootstrap, "delete-topic", &["--topic", topic]).map(drop)
     }
 
     /// Deletes records of one partition before `before_offset`; returns the new low watermark.
     ///
     /// # Errors
     /// If the admin call fails.
-    pub fn delete_records(
-        &self,
-        bootstrap: &str,
-        topic: &str,
-        partition: i32,
-        before_offset: i64,
-    ) -> Result<i64> {
+    pub fn delete_records(&self, bootstrap: &str, topic: &str, partition: i32, before_offset: i64) -> Result<i64> {
         let (p, o) = (partition.to_string(), before_offset.to_string());
-        let lows = self.admin_typed(
-            bootstrap,
-            "delete-records",
-            &["--topic", topic, "--partition", &p, "--offset", &o],
-            |v| v.get("lowWatermark").and_then(Value::as_i64),
-        )?;
+        let lows = self.admin_typed(bootstrap, "delete-records", &["--topic", topic, "--partition", &p, "--offset", &o], |v| {
+            v.get("lowWatermark").and_then(Value::as_i64)
+        })?;
         Ok(lows.first().copied().unwrap_or(-1))
     }
 
@@ -446,12 +341,7 @@ impl JavaClient {
     /// If the admin call fails (e.g. unknown topic).
     pub fn describe_topic(&self, bootstrap: &str, topic: &str) -> Result<TopicDescription> {
         let parsed = self.admin_typed(bootstrap, "describe-topic", &["--topic", topic], |v| {
-            let ints = |v: &Value| -> Option<Vec<i32>> {
-                v.as_array()?
-                    .iter()
-                    .map(|x| x.as_i64().map(|x| x as i32))
-                    .collect()
-            };
+            let ints = |v: &Value| -> Option<Vec<i32>> { v.as_array()?.iter().map(|x| x.as_i64().map(|x| x as i32)).collect() };
             let mut partitions = Vec::new();
             for p in v.get("partitions")?.as_array()? {
                 partitions.push(PartitionState {
@@ -461,12 +351,7 @@ impl JavaClient {
                     isr: ints(p.get("isr")?)?,
                 });
             }
-            let configs = v
-                .get("configs")?
-                .as_object()?
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                .collect();
+            let configs = v.get("configs")?.as_object()?.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect();
             Some(TopicDescription {
                 topic: v.get("topic")?.as_str()?.to_string(),
                 topic_id: v.get("topicId")?.as_str()?.to_string(),
@@ -475,14 +360,11 @@ impl JavaClient {
                 configs,
             })
         })?;
-        parsed
-            .into_iter()
-            .next()
-            .ok_or_else(|| HarnessError::BadOutput {
-                command: format!("admin describe-topic --topic {topic}"),
-                reason: "no output".into(),
-                output_head: String::new(),
-            })
+        parsed.into_iter().next().ok_or_else(|| HarnessError::BadOutput {
+            command: format!("admin describe-topic --topic {topic}"),
+            reason: "no output".into(),
+            output_head: String::new(),
+        })
     }
 
     /// Log start offset, high watermark and last stable offset of every partition.
@@ -504,11 +386,7 @@ impl JavaClient {
     ///
     /// # Errors
     /// If the admin call fails.
-    pub fn describe_producers(
-        &self,
-        bootstrap: &str,
-        topic: &str,
-    ) -> Result<Vec<PartitionProducers>> {
+    pub fn describe_producers(&self, bootstrap: &str, topic: &str) -> Result<Vec<PartitionProducers>> {
         self.admin_typed(bootstrap, "describe-producers", &["--topic", topic], |v| {
             let mut producers = Vec::new();
             for s in v.get("producers")?.as_array()? {
@@ -518,15 +396,10 @@ impl JavaClient {
                     last_sequence: s.get("lastSequence")?.as_i64()? as i32,
                     last_timestamp: s.get("lastTimestamp")?.as_i64()?,
                     coordinator_epoch: s.get("coordinatorEpoch")?.as_i64().map(|x| x as i32),
-                    current_transaction_start_offset: s
-                        .get("currentTransactionStartOffset")?
-                        .as_i64(),
+                    current_transaction_start_offset: s.get("currentTransactionStartOffset")?.as_i64(),
                 });
             }
-            Some(PartitionProducers {
-                partition: v.get("partition")?.as_i64()? as i32,
-                producers,
-            })
+            Some(PartitionProducers { partition: v.get("partition")?.as_i64()? as i32, producers })
         })
     }
 
@@ -550,25 +423,9 @@ impl JavaClient {
     ///
     /// # Errors
     /// If the admin call fails.
-    pub fn commit_offset(
-        &self,
-        bootstrap: &str,
-        group: &str,
-        topic: &str,
-        partition: i32,
-        offset: i64,
-    ) -> Result<()> {
+    pub fn commit_offset(&self, bootstrap: &str, group: &str, topic: &str, partition: i32, offset: i64) -> Result<()> {
         let (p, o) = (partition.to_string(), offset.to_string());
-        let args = [
-            "--group",
-            group,
-            "--topic",
-            topic,
-            "--partition",
-            &p,
-            "--offset",
-            &o,
-        ];
+        let args = ["--group", group, "--topic", topic, "--partition", &p, "--offset", &o];
         self.admin(bootstrap, "commit-offsets", &args).map(drop)
     }
 }
@@ -605,46 +462,27 @@ fn strings(s: &[&str]) -> Vec<String> {
 ///
 /// # Errors
 /// [`HarnessError::Timeout`] or a connection error.
-pub fn wait_topic_ready(
-    bootstrap: &str,
-    topic: &str,
-    partitions: i32,
-    timeout: Duration,
-) -> Result<()> {
-    let first = bootstrap
-        .split(',')
-        .map(str::trim)
-        .find(|a| !a.is_empty())
-        .unwrap_or_default();
+pub fn wait_topic_ready(bootstrap: &str, topic: &str, partitions: i32, timeout: Duration) -> Result<()> {
+    let first = bootstrap.split(',').map(str::trim).find(|a| !a.is_empty()).unwrap_or_default();
     let interval = Duration::from_millis(50);
     let probe = Duration::from_secs(5);
-    let brokers = util::poll(
-        &format!("metadata from {bootstrap}"),
-        timeout,
-        interval,
-        |last| match wire::metadata(first, Some(&[]), probe) {
-            Ok(md) => Ok(Some(md.brokers)),
-            Err(e) => {
-                *last = e.to_string();
-                Ok(None)
-            }
-        },
-    )?;
+    let brokers = util::poll(&format!("metadata from {bootstrap}"), timeout, interval, |last| match wire::metadata(first, Some(&[]), probe) {
+        Ok(md) => Ok(Some(md.brokers)),
+        Err(e) => {
+            *last = e.to_string();
+            Ok(None)
+        }
+    })?;
     for broker in brokers {
         let addr = format!("{}:{}", broker.host, broker.port);
-        util::poll(
-            &format!("topic {topic} on broker {} ({addr})", broker.node_id),
-            timeout,
-            interval,
-            |last| match wire::metadata(&addr, Some(&[topic]), probe) {
+        util::poll(&format!("topic {topic} on broker {} ({addr})", broker.node_id), timeout, interval, |last| {
+            match wire::metadata(&addr, Some(&[topic]), probe) {
                 Ok(md) => {
                     let ready = md.topics.iter().any(|t| {
                         t.name == topic
                             && t.error_code == 0
                             && t.partitions.len() == partitions as usize
-                            && t.partitions
-                                .iter()
-                                .all(|p| p.leader_id >= 0 && p.error_code == 0)
+                            && t.partitions.iter().all(|p| p.leader_id >= 0 && p.error_code == 0)
                     });
                     *last = format!("{:?}", md.topics);
                     Ok(ready.then_some(()))
@@ -653,8 +491,8 @@ pub fn wait_topic_ready(
                     *last = e.to_string();
                     Ok(None)
                 }
-            },
-        )?;
+            }
+        })?;
     }
     Ok(())
 }

@@ -43,9 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::broker_config::{
-    broker_properties, format_storage, random_cluster_id, write_log_configs,
-};
+use crate::broker_config::{broker_properties, format_storage, random_cluster_id, write_log_configs};
 use crate::dist::{self, KafkaDist};
 use crate::error::{HarnessError, Result};
 use crate::ports::pick_port;
@@ -66,14 +64,8 @@ const START_ATTEMPTS: usize = 3;
 
 /// JVM options of each broker. A small heap, the serial collector and C1-only JIT keep startup fast and
 /// CPU use low on a 2-core machine running several brokers and clients at once; test traffic is small.
-pub const DEFAULT_BROKER_JVM_OPTS: &[&str] = &[
-    "-Xms128m",
-    "-Xmx512m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-Djava.awt.headless=true",
-    "-Djava.net.preferIPv4Stack=true",
-];
+pub const DEFAULT_BROKER_JVM_OPTS: &[&str] =
+    &["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true"];
 
 /// Runs the JVM given as arguments 2.. with output appended to the file in argument 1. Reads commands
 /// from fd 3 (the harness's pipe): `term` sends SIGTERM (graceful shutdown); end of file sends SIGKILL.
@@ -133,10 +125,7 @@ impl ClusterSpec {
             version: dist::default_version(),
             brokers: 1,
             broker_props: Vec::new(),
-            jvm_opts: DEFAULT_BROKER_JVM_OPTS
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            jvm_opts: DEFAULT_BROKER_JVM_OPTS.iter().map(|s| s.to_string()).collect(),
             release_version: None,
             features: Vec::new(),
             spare_brokers: 0,
@@ -285,10 +274,7 @@ impl Cluster {
     /// Provisioning errors, or [`HarnessError::Broker`] with the tail of the failing node's log.
     pub fn start(spec: ClusterSpec) -> Result<Cluster> {
         if spec.brokers == 0 {
-            return Err(HarnessError::InvalidArgument(format!(
-                "cluster {}: zero brokers",
-                spec.name
-            )));
+            return Err(HarnessError::InvalidArgument(format!("cluster {}: zero brokers", spec.name)));
         }
         let dist = dist::dist(&spec.version)?;
         let clusters_dir = util::target_dir()?.join("kafka-clusters");
@@ -300,8 +286,7 @@ impl Cluster {
         let mut last_error = None;
         for _attempt in 0..START_ATTEMPTS {
             if dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .map_err(|e| HarnessError::io(format!("removing {}", dir.display()), e))?;
+                std::fs::remove_dir_all(&dir).map_err(|e| HarnessError::io(format!("removing {}", dir.display()), e))?;
             }
             match Self::try_start(&spec, &dist, &dir) {
                 Ok(cluster) => return Ok(cluster),
@@ -317,11 +302,7 @@ impl Cluster {
     }
 
     /// One start attempt; on failure says whether a port clash caused it (worth retrying).
-    fn try_start(
-        spec: &ClusterSpec,
-        dist: &KafkaDist,
-        dir: &Path,
-    ) -> std::result::Result<Cluster, (Box<HarnessError>, bool)> {
+    fn try_start(spec: &ClusterSpec, dist: &KafkaDist, dir: &Path) -> std::result::Result<Cluster, (Box<HarnessError>, bool)> {
         let fatal = |e| (Box::new(e), false);
         util::create_dir_all(dir).map_err(fatal)?;
         let broker_log_props = write_log_configs(dir, "INFO", false).map_err(fatal)?;
@@ -365,10 +346,7 @@ impl Cluster {
             name: spec.name.clone(),
             bootstrap: nodes.iter().filter(|n| !n.broker_only).map(Node::client_addr).collect::<Vec<_>>().join(","),
             plaintext_bootstrap: nodes.iter().filter(|n| !n.broker_only).map(Node::addr).collect::<Vec<_>>().join(","),
-            brokers: nodes
-                .iter()
-                .map(|n| (n.id, SocketAddr::from(([127, 0, 0, 1], n.port))))
-                .collect(),
+            brokers: nodes.iter().map(|n| (n.id, SocketAddr::from(([127, 0, 0, 1], n.port)))).collect(),
             managed: Some(Managed {
                 dist: dist.clone(),
                 dir: dir.to_path_buf(),
@@ -397,10 +375,7 @@ impl Cluster {
             Ok(()) => Ok(cluster),
             Err(error) => {
                 let managed = cluster.managed.as_ref().expect("invariant: just built");
-                let clash = managed.nodes.iter().any(|n| {
-                    std::fs::read_to_string(&n.log)
-                        .is_ok_and(|log| log.contains("Address already in use"))
-                });
+                let clash = managed.nodes.iter().any(|n| std::fs::read_to_string(&n.log).is_ok_and(|log| log.contains("Address already in use")));
                 // Dropping `cluster` kills the nodes; the directory stays for the post-mortem (a retry
                 // starts by removing it).
                 managed.keep_dir.store(true, Ordering::Relaxed);
@@ -419,38 +394,23 @@ impl Cluster {
         let name = name.into();
         let bootstrap = bootstrap.into();
         let mut last = None;
-        for addr in bootstrap
-            .split(',')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-        {
+        for addr in bootstrap.split(',').map(str::trim).filter(|a| !a.is_empty()) {
             match wire::metadata(addr, Some(&[]), PROBE_TIMEOUT) {
                 Ok(md) => {
                     let mut brokers = Vec::new();
                     for b in md.brokers {
-                        let resolved = (b.host.as_str(), b.port as u16)
-                            .to_socket_addrs()
-                            .ok()
-                            .and_then(|mut a| a.next());
+                        let resolved = (b.host.as_str(), b.port as u16).to_socket_addrs().ok().and_then(|mut a| a.next());
                         if let Some(sock) = resolved {
                             brokers.push((b.node_id, sock));
                         }
                     }
                     brokers.sort();
-                    return Ok(Cluster {
-                        name,
-                        plaintext_bootstrap: bootstrap.clone(),
-                        bootstrap,
-                        brokers,
-                        managed: None,
-                    });
+                    return Ok(Cluster { name, plaintext_bootstrap: bootstrap.clone(), bootstrap, brokers, managed: None });
                 }
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| {
-            HarnessError::InvalidArgument(format!("cluster {name}: empty bootstrap"))
-        }))
+        Err(last.unwrap_or_else(|| HarnessError::InvalidArgument(format!("cluster {name}: empty bootstrap"))))
     }
 
     /// The cluster's name.
@@ -504,32 +464,19 @@ impl Cluster {
 
     /// The captured stdout/stderr of a node, if the harness started the cluster and has that node.
     pub fn log_path(&self, node_id: i32) -> Option<PathBuf> {
-        self.managed
-            .as_ref()?
-            .nodes
-            .iter()
-            .find(|n| n.id == node_id)
-            .map(|n| n.log.clone())
+        self.managed.as_ref()?.nodes.iter().find(|n| n.id == node_id).map(|n| n.log.clone())
     }
 
     fn managed(&self, operation: &'static str) -> Result<&Managed> {
-        self.managed.as_ref().ok_or_else(|| HarnessError::External {
-            cluster: self.name.clone(),
-            bootstrap: self.bootstrap.clone(),
-            operation,
-        })
+        self.managed.as_ref().ok_or_else(|| HarnessError::External { cluster: self.name.clone(), bootstrap: self.bootstrap.clone(), operation })
     }
 
     fn node_index(&self, managed: &Managed, node_id: i32) -> Result<usize> {
-        managed
-            .nodes
-            .iter()
-            .position(|n| n.id == node_id)
-            .ok_or_else(|| HarnessError::UnknownNode {
-                cluster: self.name.clone(),
-                node_id,
-                known: self.node_ids(),
-            })
+        managed.nodes.iter().position(|n| n.id == node_id).ok_or_else(|| HarnessError::UnknownNode {
+            cluster: self.name.clone(),
+            node_id,
+            known: self.node_ids(),
+        })
     }
 
     /// Kills one node with SIGKILL and waits until it is gone. Killing a node that is down is a no-op.
@@ -560,16 +507,9 @@ impl Cluster {
         if let Some(control) = proc.control.as_mut() {
             let _ = control.write_all(b"term\n").and_then(|()| control.flush());
         }
-        let exited = util::poll(
-            "graceful broker stop",
-            GRACEFUL_STOP_TIMEOUT,
-            POLL_INTERVAL,
-            |_| {
-                proc.child
-                    .try_wait()
-                    .map_err(|e| HarnessError::io("waiting for broker", e))
-            },
-        );
+        let exited = util::poll("graceful broker stop", GRACEFUL_STOP_TIMEOUT, POLL_INTERVAL, |_| {
+            proc.child.try_wait().map_err(|e| HarnessError::io("waiting for broker", e))
+        });
         if exited.is_err() {
             proc.kill();
         }
@@ -589,10 +529,7 @@ impl Cluster {
         if let Some(proc) = procs[index].as_mut()
             && proc.child.try_wait().ok().flatten().is_none()
         {
-            return Err(HarnessError::InvalidArgument(format!(
-                "cluster {}: node {node_id} is already running",
-                self.name
-            )));
+            return Err(HarnessError::InvalidArgument(format!("cluster {}: node {node_id} is already running", self.name)));
         }
         procs[index] = Some(managed.spawn(node)?);
         managed.wait_ready(&self.name, node, &mut procs[index], &[node_id])
@@ -619,11 +556,7 @@ impl Cluster {
 
     fn kill_all(&self) {
         if let Some(managed) = &self.managed {
-            let procs: Vec<NodeProcess> = managed
-                .lock_procs()
-                .iter_mut()
-                .filter_map(Option::take)
-                .collect();
+            let procs: Vec<NodeProcess> = managed.lock_procs().iter_mut().filter_map(Option::take).collect();
             // Close every pipe first so the JVMs die in parallel, then reap.
             let mut procs = procs;
             for proc in &mut procs {
@@ -652,9 +585,7 @@ impl Drop for Cluster {
 impl Managed {
     fn lock_procs(&self) -> MutexGuard<'_, Vec<Option<NodeProcess>>> {
         // A panic while holding the lock leaves the Vec consistent (each slot is one assignment).
-        self.procs
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.procs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn spawn(&self, node: &Node) -> Result<NodeProcess> {
@@ -674,25 +605,13 @@ impl Managed {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        let mut child = wrapper
-            .spawn()
-            .map_err(|e| HarnessError::io(format!("spawning {command}"), e))?;
+        let mut child = wrapper.spawn().map_err(|e| HarnessError::io(format!("spawning {command}"), e))?;
         let control = child.stdin.take();
-        Ok(NodeProcess {
-            child,
-            control,
-            command,
-        })
+        Ok(NodeProcess { child, control, command })
     }
 
     /// Polls `node` until Metadata from it lists every id in `expect` as a live broker.
-    fn wait_ready(
-        &self,
-        cluster: &str,
-        node: &Node,
-        slot: &mut Option<NodeProcess>,
-        expect: &[i32],
-    ) -> Result<()> {
+    fn wait_ready(&self, cluster: &str, node: &Node, slot: &mut Option<NodeProcess>, expect: &[i32]) -> Result<()> {
         let broker_error = |reason: String, command: String| HarnessError::Broker {
             cluster: cluster.to_string(),
             node_id: node.id,
@@ -706,44 +625,27 @@ impl Managed {
         };
         let addr = node.addr();
         let command = proc.command.clone();
-        let outcome = util::poll(
-            &format!("node {} at {addr} to list brokers {expect:?}", node.id),
-            BROKER_START_TIMEOUT,
-            POLL_INTERVAL,
-            |last| {
-                if let Some(status) = proc
-                    .child
-                    .try_wait()
-                    .map_err(|e| HarnessError::io("polling broker", e))?
-                {
-                    return Err(broker_error(
-                        format!("exited during startup ({status})"),
-                        command.clone(),
-                    ));
-                }
-                match wire::metadata(&addr, Some(&[]), PROBE_TIMEOUT) {
-                    Ok(md) => {
-                        let live: Vec<i32> = md.brokers.iter().map(|b| b.node_id).collect();
-                        if expect.iter().all(|id| live.contains(id)) {
-                            return Ok(Some(()));
-                        }
-                        *last = format!("live brokers {live:?}");
+        let outcome = util::poll(&format!("node {} at {addr} to list brokers {expect:?}", node.id), BROKER_START_TIMEOUT, POLL_INTERVAL, |last| {
+            if let Some(status) = proc.child.try_wait().map_err(|e| HarnessError::io("polling broker", e))? {
+                return Err(broker_error(format!("exited during startup ({status})"), command.clone()));
+            }
+            match wire::metadata(&addr, Some(&[]), PROBE_TIMEOUT) {
+                Ok(md) => {
+                    let live: Vec<i32> = md.brokers.iter().map(|b| b.node_id).collect();
+                    if expect.iter().all(|id| live.contains(id)) {
+                        return Ok(Some(()));
                     }
-                    Err(e) => *last = e.to_string(),
+                    *last = format!("live brokers {live:?}");
                 }
-                Ok(None)
-            },
-        );
+                Err(e) => *last = e.to_string(),
+            }
+            Ok(None)
+        });
         let error = match outcome {
             Ok(()) => return Ok(()),
-            Err(HarnessError::Timeout {
-                what,
-                waited_ms,
-                last,
-            }) => broker_error(
-                format!("not ready after {waited_ms} ms (waited for {what}; last: {last})"),
-                command,
-            ),
+            Err(HarnessError::Timeout { what, waited_ms, last }) => {
+                broker_error(format!("not ready after {waited_ms} ms (waited for {what}; last: {last})"), command)
+            }
             Err(other) => other,
         };
         if let Some(proc) = slot.take() {

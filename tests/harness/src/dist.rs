@@ -31,10 +31,7 @@ const MARKER: &str = ".provisioned";
 
 /// The Kafka version tests run against: `KAFKA_VERSION`, or [`DEFAULT_KAFKA_VERSION`].
 pub fn default_version() -> String {
-    std::env::var("KAFKA_VERSION")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_KAFKA_VERSION.to_string())
+    std::env::var("KAFKA_VERSION").ok().filter(|v| !v.trim().is_empty()).unwrap_or_else(|| DEFAULT_KAFKA_VERSION.to_string())
 }
 
 /// A provisioned Kafka version: a directory of jars that `java -cp 'libs/*'` can run.
@@ -89,11 +86,7 @@ impl KafkaDist {
 #[cfg(test)]
 impl KafkaDist {
     pub(crate) fn for_tests(version: &str, major: u32) -> Self {
-        KafkaDist {
-            version: version.into(),
-            major,
-            home: PathBuf::from("/nonexistent"),
-        }
+        KafkaDist { version: version.into(), major, home: PathBuf::from("/nonexistent") }
     }
 }
 
@@ -105,11 +98,7 @@ impl KafkaDist {
 pub fn dist(version: &str) -> Result<KafkaDist> {
     let major = parse_major(version)?;
     let home = util::target_dir()?.join("kafka").join(version);
-    let dist = KafkaDist {
-        version: version.to_string(),
-        major,
-        home,
-    };
+    let dist = KafkaDist { version: version.to_string(), major, home };
     let libs = dist.libs_dir();
     if libs.join(MARKER).is_file() {
         return Ok(dist);
@@ -120,8 +109,7 @@ pub fn dist(version: &str) -> Result<KafkaDist> {
     }
     let staged = dist.home.join(format!("libs.tmp-{}", std::process::id()));
     if staged.exists() {
-        std::fs::remove_dir_all(&staged)
-            .map_err(|e| HarnessError::io(format!("removing {}", staged.display()), e))?;
+        std::fs::remove_dir_all(&staged).map_err(|e| HarnessError::io(format!("removing {}", staged.display()), e))?;
     }
     util::create_dir_all(&staged)?;
     let root = util::repo_root()?;
@@ -140,10 +128,7 @@ pub fn dist(version: &str) -> Result<KafkaDist> {
     util::run_captured(cmd, None, false, MAVEN_TIMEOUT)?;
     let kafka_jar = staged.join(format!("kafka_2.13-{version}.jar"));
     if !kafka_jar.is_file() {
-        return Err(HarnessError::InvalidArgument(format!(
-            "Maven finished but {} is missing; is {version} a released Kafka version?",
-            kafka_jar.display()
-        )));
+        return Err(HarnessError::InvalidArgument(format!("Maven finished but {} is missing; is {version} a released Kafka version?", kafka_jar.display())));
     }
     util::write_file(&staged.join(MARKER), version)?;
     util::replace_dir(&staged, &libs)?;
@@ -151,8 +136,7 @@ pub fn dist(version: &str) -> Result<KafkaDist> {
 }
 
 fn parse_major(version: &str) -> Result<u32> {
-    let bad =
-        || HarnessError::InvalidArgument(format!("Kafka version {version:?} is not like 4.4.0"));
+    let bad = || HarnessError::InvalidArgument(format!("Kafka version {version:?} is not like 4.4.0"));
     let mut parts = version.split('.');
     let major: u32 = parts.next().and_then(|m| m.parse().ok()).ok_or_else(bad)?;
     let minor_ok = parts.next().is_some_and(|m| m.parse::<u32>().is_ok());

@@ -125,10 +125,7 @@ impl std::fmt::Debug for HarnessError {
 
 impl HarnessError {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Self::Io {
-            context: context.into(),
-            source,
-        }
+        Self::Io { context: context.into(), source }
     }
 }
 

@@ -33,7 +33,6 @@
 //! - `KMP_ROOT`: the repository root, if it cannot be found from the working directory.
 
 #![allow(clippy::disallowed_methods, reason = "synchronous test code driving processes: std::time::Instant is right here")]
-
 #![forbid(unsafe_code)]
 
 mod broker_config;
@@ -52,21 +51,14 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use client::{
-    GroupOffset, JavaClient, PartitionOffsets, PartitionProducers, PartitionState, ProducerState,
-    ShareMember, TopicDescription, wait_topic_ready,
+    GroupOffset, JavaClient, PartitionOffsets, PartitionProducers, PartitionState, ProducerState, ShareMember, TopicDescription, wait_topic_ready,
 };
 pub use cluster::{BROKER_START_TIMEOUT, Cluster, ClusterSpec, DEFAULT_BROKER_JVM_OPTS};
 pub use dist::{DEFAULT_KAFKA_VERSION, KafkaDist, default_version, dist};
 pub use error::{HarnessError, Result};
 pub use librdkafka::{librdkafka_consume, provision_python};
-pub use records::{
-    Compression, ConsumeOptions, ConsumedRecord, Isolation, ProduceLine, ProduceOptions,
-    ProducerRecord,
-};
-pub use security::{
-    Certs, ListenerSecurity, SASL_MECHANISMS, SASL_USERS, SaslLogin, certs, client_props, librdkafka_props, properties_text,
-    sasl_password,
-};
+pub use records::{Compression, ConsumeOptions, ConsumedRecord, Isolation, ProduceLine, ProduceOptions, ProducerRecord};
+pub use security::{Certs, ListenerSecurity, SASL_MECHANISMS, SASL_USERS, SaslLogin, certs, client_props, librdkafka_props, properties_text, sasl_password};
 pub use util::repo_root;
 pub use wire::{Metadata, MetadataBroker, MetadataPartition, MetadataTopic, metadata};
 
@@ -76,10 +68,7 @@ pub fn unique_name(prefix: &str) -> String {
     static PROCESS_TAG: OnceLock<u32> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let tag = PROCESS_TAG.get_or_init(|| util::random_u64() as u32);
-    format!(
-        "{prefix}-{tag:08x}-{}",
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("{prefix}-{tag:08x}-{}", COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
 /// The shared source cluster: 1 broker of `KAFKA_VERSION`, started on first use, or `KMP_SOURCE_BOOTSTRAP`.
@@ -88,9 +77,7 @@ pub fn unique_name(prefix: &str) -> String {
 /// If it cannot be started or reached (every later call panics with the same message).
 pub fn source() -> &'static Cluster {
     static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
-    shared(&CLUSTER, "source", "KMP_SOURCE_BOOTSTRAP", || {
-        ClusterSpec::new("source")
-    })
+    shared(&CLUSTER, "source", "KMP_SOURCE_BOOTSTRAP", || ClusterSpec::new("source"))
 }
 
 /// The shared destination cluster: 1 broker of `KAFKA_VERSION` with
@@ -101,9 +88,7 @@ pub fn source() -> &'static Cluster {
 /// If it cannot be started or reached.
 pub fn destination() -> &'static Cluster {
     static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
-    shared(&CLUSTER, "destination", "KMP_DEST_BOOTSTRAP", || {
-        ClusterSpec::new("destination").prop("transaction.partition.verification.enable", "false")
-    })
+    shared(&CLUSTER, "destination", "KMP_DEST_BOOTSTRAP", || ClusterSpec::new("destination").prop("transaction.partition.verification.enable", "false"))
 }
 
 /// A shared 3-broker destination cluster (verification off, as [`destination`]), started on first use,
@@ -114,9 +99,7 @@ pub fn destination() -> &'static Cluster {
 pub fn destination3() -> &'static Cluster {
     static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
     shared(&CLUSTER, "destination3", "KMP_DEST3_BOOTSTRAP", || {
-        ClusterSpec::new("destination3")
-            .brokers(3)
-            .prop("transaction.partition.verification.enable", "false")
+        ClusterSpec::new("destination3").brokers(3).prop("transaction.partition.verification.enable", "false")
     })
 }
 
@@ -153,12 +136,7 @@ pub fn secure_cluster(security: ListenerSecurity) -> &'static Cluster {
 /// `connections.max.reauth.ms` of the SASL_PLAINTEXT [`secure_cluster`].
 pub const SASL_SESSION_LIFETIME_MS: u64 = 8_000;
 
-fn shared(
-    cell: &'static OnceLock<Result<Cluster, String>>,
-    name: &str,
-    env: &str,
-    spec: impl FnOnce() -> ClusterSpec,
-) -> &'static Cluster {
+fn shared(cell: &'static OnceLock<Result<Cluster, String>>, name: &str, env: &str, spec: impl FnOnce() -> ClusterSpec) -> &'static Cluster {
     let result = cell.get_or_init(|| {
         let outcome = match std::env::var(env) {
             Ok(bootstrap) if !bootstrap.trim().is_empty() => Cluster::external(name, bootstrap),
@@ -178,11 +156,7 @@ fn shared(
 /// If Kafka cannot be provisioned or the client does not compile.
 pub fn java_client() -> &'static JavaClient {
     static CLIENT: OnceLock<Result<JavaClient, String>> = OnceLock::new();
-    let result = CLIENT.get_or_init(|| {
-        dist(&default_version())
-            .and_then(|d| JavaClient::new(&d))
-            .map_err(|e| e.to_string())
-    });
+    let result = CLIENT.get_or_init(|| dist(&default_version()).and_then(|d| JavaClient::new(&d)).map_err(|e| e.to_string()));
     match result {
         Ok(client) => client,
         Err(message) => panic!("Java test client is unavailable: {message}"),

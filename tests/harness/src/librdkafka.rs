@@ -27,8 +27,7 @@ pub fn provision_python() -> Result<PathBuf> {
     }
     let root = util::repo_root()?;
     let requirements = root.join("tests/clients/requirements.txt");
-    let wanted = std::fs::read(&requirements)
-        .map_err(|e| HarnessError::io(format!("reading {}", requirements.display()), e))?;
+    let wanted = std::fs::read(&requirements).map_err(|e| HarnessError::io(format!("reading {}", requirements.display()), e))?;
     let hash = format!("{:016x}", util::fnv1a(&wanted));
     let venv = root.join("target/py-venv");
     let python = venv.join("bin/python");
@@ -47,15 +46,7 @@ pub fn provision_python() -> Result<PathBuf> {
         util::run_captured(cmd, None, false, PIP_TIMEOUT)?;
     }
     let mut pip = Command::new(&python);
-    pip.args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "-r",
-    ])
-    .arg(&requirements);
+    pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"]).arg(&requirements);
     util::run_captured(pip, None, false, PIP_TIMEOUT)?;
     util::write_file(&marker, &hash)?;
     Ok(python)
@@ -66,17 +57,11 @@ pub fn provision_python() -> Result<PathBuf> {
 ///
 /// # Errors
 /// If Python cannot be provisioned, or the reader fails or times out (the error has its stderr).
-pub fn librdkafka_consume(
-    bootstrap: &str,
-    topic: &str,
-    opts: &ConsumeOptions,
-) -> Result<Vec<ConsumedRecord>> {
+pub fn librdkafka_consume(bootstrap: &str, topic: &str, opts: &ConsumeOptions) -> Result<Vec<ConsumedRecord>> {
     let python = provision_python()?;
     let script = util::repo_root()?.join("tests/clients/dump_records.py");
     let mut cmd = Command::new(python);
-    cmd.arg(script)
-        .args(["--bootstrap", bootstrap, "--topic", topic])
-        .args(opts.args());
+    cmd.arg(script).args(["--bootstrap", bootstrap, "--topic", topic]).args(opts.args());
     let described = util::describe_command(&cmd);
     let output = util::run_captured(cmd, None, true, client::CLIENT_TIMEOUT)?;
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -13,18 +13,12 @@
 //! tests at it with `KMP_SOURCE_BOOTSTRAP=…` / `KMP_DEST_BOOTSTRAP=…`.
 
 #![forbid(unsafe_code)]
-#![allow(
-    clippy::print_stdout,
-    clippy::print_stderr,
-    reason = "a command-line tool reporting to its user"
-)]
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a command-line tool reporting to its user")]
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use kafka_harness::{
-    Cluster, ClusterSpec, JavaClient, ListenerSecurity, SASL_USERS, client_props, default_version, dist, provision_python,
-};
+use kafka_harness::{Cluster, ClusterSpec, JavaClient, ListenerSecurity, SASL_USERS, client_props, default_version, dist, provision_python};
 
 const USAGE: &str = "usage:
   kafka-harness provision [--version V]...
@@ -46,18 +40,10 @@ fn run(args: &[String]) -> Result<(), String> {
         return Err(USAGE.into());
     };
     let options = parse_options(rest)?;
-    let versions: Vec<String> = options
-        .iter()
-        .filter(|(k, _)| k == "version")
-        .map(|(_, v)| v.clone())
-        .collect();
+    let versions: Vec<String> = options.iter().filter(|(k, _)| k == "version").map(|(_, v)| v.clone()).collect();
     match command.as_str() {
         "provision" => {
-            let versions = if versions.is_empty() {
-                vec![default_version()]
-            } else {
-                versions
-            };
+            let versions = if versions.is_empty() { vec![default_version()] } else { versions };
             for version in versions {
                 let d = dist(&version).map_err(|e| e.to_string())?;
                 JavaClient::new(&d).map_err(|e| e.to_string())?;
@@ -73,10 +59,7 @@ fn run(args: &[String]) -> Result<(), String> {
                 spec = spec.version(v.clone());
             }
             if let Some(n) = option(&options, "brokers") {
-                spec = spec.brokers(
-                    n.parse()
-                        .map_err(|_| format!("--brokers {n:?} is not a number"))?,
-                );
+                spec = spec.brokers(n.parse().map_err(|_| format!("--brokers {n:?} is not a number"))?);
             }
             let security = match option(&options, "secure").map(str::to_ascii_uppercase).as_deref() {
                 None => None,
@@ -89,9 +72,7 @@ fn run(args: &[String]) -> Result<(), String> {
                 spec = spec.secure(security);
             }
             for (key, value) in options.iter().filter(|(k, _)| k == "prop") {
-                let (k, v) = value
-                    .split_once('=')
-                    .ok_or_else(|| format!("--{key} takes KEY=VALUE"))?;
+                let (k, v) = value.split_once('=').ok_or_else(|| format!("--{key} takes KEY=VALUE"))?;
                 spec = spec.prop(k, v);
             }
             let cluster = Cluster::start(spec).map_err(|e| e.to_string())?;
@@ -131,21 +112,13 @@ fn parse_options(args: &[String]) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
-        let name = arg
-            .strip_prefix("--")
-            .ok_or_else(|| format!("unexpected argument {arg:?}\n{USAGE}"))?;
-        let value = iter
-            .next()
-            .ok_or_else(|| format!("--{name} needs a value"))?;
+        let name = arg.strip_prefix("--").ok_or_else(|| format!("unexpected argument {arg:?}\n{USAGE}"))?;
+        let value = iter.next().ok_or_else(|| format!("--{name} needs a value"))?;
         out.push((name.to_string(), value.clone()));
     }
     Ok(out)
 }
 
 fn option<'a>(options: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    options
-        .iter()
-        .rev()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
+    options.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }

@@ -23,12 +23,8 @@ pub(crate) fn pick_port() -> Result<u16> {
             Some((low, high)) => low + (util::random_u64() % u64::from(high - low)) as u16,
             None => {
                 // No room below the ephemeral range: let the kernel pick (restarts may then race).
-                let listener = TcpListener::bind("127.0.0.1:0")
-                    .map_err(|e| HarnessError::io("binding a port", e))?;
-                listener
-                    .local_addr()
-                    .map_err(|e| HarnessError::io("binding a port", e))?
-                    .port()
+                let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| HarnessError::io("binding a port", e))?;
+                listener.local_addr().map_err(|e| HarnessError::io("binding a port", e))?.port()
             }
         };
         if used.contains(&port) {
@@ -39,20 +35,14 @@ pub(crate) fn pick_port() -> Result<u16> {
             return Ok(port);
         }
     }
-    Err(HarnessError::InvalidArgument(
-        "no free loopback port found in 1000 tries".into(),
-    ))
+    Err(HarnessError::InvalidArgument("no free loopback port found in 1000 tries".into()))
 }
 
 /// Ports to choose from: `[10000, start of the ephemeral range)`, if that range has room.
 fn port_range() -> Option<(u16, u16)> {
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .next()
-                .and_then(|p| p.parse::<u16>().ok())
-        })
+        .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse::<u16>().ok()))
         .unwrap_or(32768);
     (ephemeral_low >= 12000).then_some((10000, ephemeral_low))
 }

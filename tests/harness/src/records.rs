@@ -30,21 +30,10 @@ pub struct ConsumedRecord {
 impl ConsumedRecord {
     /// Parses one line of the shared record format (see `tests/java/TestClient.java`).
     pub(crate) fn from_json(v: &Value) -> std::result::Result<ConsumedRecord, String> {
-        let int = |name: &str| {
-            v.get(name)
-                .and_then(Value::as_i64)
-                .ok_or_else(|| format!("missing integer {name:?}"))
-        };
+        let int = |name: &str| v.get(name).and_then(Value::as_i64).ok_or_else(|| format!("missing integer {name:?}"));
         let mut headers = Vec::new();
-        for h in v
-            .get("headers")
-            .and_then(Value::as_array)
-            .ok_or("missing \"headers\" array")?
-        {
-            let key = h
-                .get(0)
-                .and_then(Value::as_str)
-                .ok_or("header without a string key")?;
+        for h in v.get("headers").and_then(Value::as_array).ok_or("missing \"headers\" array")? {
+            let key = h.get(0).and_then(Value::as_str).ok_or("header without a string key")?;
             headers.push((key.to_string(), opt_bytes(h.get(1))?));
         }
         Ok(ConsumedRecord {
@@ -54,11 +43,7 @@ impl ConsumedRecord {
             value: opt_bytes(v.get("value"))?,
             headers,
             timestamp: int("timestamp")?,
-            timestamp_type: v
-                .get("timestampType")
-                .and_then(Value::as_str)
-                .ok_or("missing \"timestampType\"")?
-                .to_string(),
+            timestamp_type: v.get("timestampType").and_then(Value::as_str).ok_or("missing \"timestampType\"")?.to_string(),
         })
     }
 }
@@ -66,17 +51,13 @@ impl ConsumedRecord {
 fn opt_bytes(v: Option<&Value>) -> std::result::Result<Option<Vec<u8>>, String> {
     match v {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => util::base64_decode(s)
-            .map(Some)
-            .ok_or_else(|| format!("bad base64 {s:?}")),
+        Some(Value::String(s)) => util::base64_decode(s).map(Some).ok_or_else(|| format!("bad base64 {s:?}")),
         Some(other) => Err(format!("expected base64 string or null, got {other}")),
     }
 }
 
 fn json_bytes(bytes: &Option<Vec<u8>>) -> Value {
-    bytes
-        .as_ref()
-        .map_or(Value::Null, |b| Value::String(util::base64_encode(b)))
+    bytes.as_ref().map_or(Value::Null, |b| Value::String(util::base64_encode(b)))
 }
 
 /// A record to produce. Build with [`ProducerRecord::to`] or [`ProducerRecord::any_partition`] and the
@@ -98,10 +79,7 @@ pub struct ProducerRecord {
 impl ProducerRecord {
     /// A record for `partition` with null key and value.
     pub fn to(partition: i32) -> Self {
-        ProducerRecord {
-            partition: Some(partition),
-            ..Default::default()
-        }
+        ProducerRecord { partition: Some(partition), ..Default::default() }
     }
 
     /// A record placed by the partitioner.
@@ -215,13 +193,7 @@ pub enum Compression {
 
 impl Compression {
     /// All of them, for tests that loop over codecs.
-    pub const ALL: [Compression; 5] = [
-        Compression::None,
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ];
+    pub const ALL: [Compression; 5] = [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
 
     /// The Kafka config value.
     pub fn as_str(self) -> &'static str {
@@ -294,29 +266,18 @@ pub struct ConsumeOptions {
 
 impl Default for ConsumeOptions {
     fn default() -> Self {
-        ConsumeOptions {
-            isolation: Isolation::default(),
-            partition: None,
-            timeout_ms: 30_000,
-            props: Vec::new(),
-        }
+        ConsumeOptions { isolation: Isolation::default(), partition: None, timeout_ms: 30_000, props: Vec::new() }
     }
 }
 
 impl ConsumeOptions {
     /// read_committed, all partitions.
     pub fn read_committed() -> Self {
-        ConsumeOptions {
-            isolation: Isolation::ReadCommitted,
-            ..Default::default()
-        }
+        ConsumeOptions { isolation: Isolation::ReadCommitted, ..Default::default() }
     }
 
     pub(crate) fn args(&self) -> Vec<String> {
-        let mut args = vec![
-            "--isolation".to_string(),
-            self.isolation.as_str().to_string(),
-        ];
+        let mut args = vec!["--isolation".to_string(), self.isolation.as_str().to_string()];
         if let Some(p) = self.partition {
             args.extend(["--partition".to_string(), p.to_string()]);
         }
@@ -372,19 +333,13 @@ mod tests {
         let r = ConsumedRecord::from_json(&v).expect("valid");
         assert_eq!(r.key, Some(vec![0]));
         assert_eq!(r.value, None);
-        assert_eq!(
-            r.headers,
-            vec![("h".to_string(), Some(vec![])), ("h".to_string(), None)]
-        );
+        assert_eq!(r.headers, vec![("h".to_string(), Some(vec![])), ("h".to_string(), None)]);
         assert!(ConsumedRecord::from_json(&json!({"partition": 1})).is_err());
     }
 
     #[test]
     fn producer_record_json() {
-        let r = ProducerRecord::to(1)
-            .key("k")
-            .null_header("n")
-            .header("h", "");
+        let r = ProducerRecord::to(1).key("k").null_header("n").header("h", "");
         assert_eq!(
             ProduceLine::from(r).to_json(),
             json!({"partition": 1, "key": "aw==", "value": null, "headers": [["n", null], ["h", ""]], "timestamp": null})

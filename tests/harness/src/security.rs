@@ -126,10 +126,33 @@ fn make_certs() -> Result<Certs> {
     let days = "7";
     for (name, cn) in [("ca", "kmp-test-ca"), ("other-ca", "kmp-untrusted-ca")] {
         let (key, pem, subj) = (format!("{name}.key"), format!("{name}.pem"), format!("/CN={cn}"));
-        openssl(&dir, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", days, "-subj", &subj, "-keyout", &key, "-out", &pem,
-            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])?;
+        openssl(
+            &dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                days,
+                "-subj",
+                &subj,
+                "-keyout",
+                &key,
+                "-out",
+                &pem,
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        )?;
     }
-    util::write_file(&dir.join("server.ext"), "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1\n")?;
+    util::write_file(
+        &dir.join("server.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1\n",
+    )?;
     util::write_file(&dir.join("client.ext"), "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n")?;
     for (name, cn) in [("server", "127.0.0.1"), ("client", "kmp-test-client")] {
         let (key, csr, crt, ext, subj) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"), format!("{name}.ext"), format!("/CN={cn}"));
@@ -218,10 +241,7 @@ pub fn client_props(security: ListenerSecurity, sasl: Option<SaslLogin<'_>>) -> 
     if let (true, Some((mechanism, user, password))) = (security.sasl(), sasl) {
         let module = if mechanism == "PLAIN" { "plain.PlainLoginModule" } else { "scram.ScramLoginModule" };
         props.push(("sasl.mechanism".into(), mechanism.to_owned()));
-        props.push((
-            "sasl.jaas.config".into(),
-            format!("org.apache.kafka.common.security.{module} required username=\"{user}\" password=\"{password}\";"),
-        ));
+        props.push(("sasl.jaas.config".into(), format!("org.apache.kafka.common.security.{module} required username=\"{user}\" password=\"{password}\";")));
     }
     props
 }

@@ -35,19 +35,9 @@ pub fn repo_root() -> Result<PathBuf> {
         if let Ok(dir) = std::env::current_dir() {
             starts.push(dir);
         }
-        starts.iter().find_map(|start| {
-            start
-                .ancestors()
-                .find(|dir| dir.join("tests/kafka/pom.xml").is_file())
-                .map(Path::to_path_buf)
-        })
+        starts.iter().find_map(|start| start.ancestors().find(|dir| dir.join("tests/kafka/pom.xml").is_file()).map(Path::to_path_buf))
     });
-    found.clone().ok_or_else(|| {
-        HarnessError::InvalidArgument(
-            "cannot find the repository root (a directory with tests/kafka/pom.xml); set KMP_ROOT"
-                .into(),
-        )
-    })
+    found.clone().ok_or_else(|| HarnessError::InvalidArgument("cannot find the repository root (a directory with tests/kafka/pom.xml); set KMP_ROOT".into()))
 }
 
 /// `<root>/target`, where everything the harness downloads, compiles or runs lives.
@@ -106,14 +96,8 @@ pub(crate) fn describe_command(cmd: &Command) -> String {
 }
 
 fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
+    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
+    if plain { s.to_string() } else { format!("'{}'", s.replace('\'', r"'\''")) }
 }
 
 /// The last `n` lines of `text`.
@@ -141,21 +125,10 @@ pub(crate) fn file_tail(path: &Path, n: usize) -> String {
 /// # Errors
 /// If it cannot be spawned, times out, or exits unsuccessfully ([`HarnessError::Command`] with the
 /// tail of stderr, and of stdout when `stdout_is_data` is false).
-pub(crate) fn run_captured(
-    mut cmd: Command,
-    stdin: Option<Vec<u8>>,
-    stdout_is_data: bool,
-    timeout: Duration,
-) -> Result<Output> {
+pub(crate) fn run_captured(mut cmd: Command, stdin: Option<Vec<u8>>, stdout_is_data: bool, timeout: Duration) -> Result<Output> {
     let described = describe_command(&cmd);
-    let stdin_mode = if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    };
-    cmd.stdin(stdin_mode)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let stdin_mode = if stdin.is_some() { Stdio::piped() } else { Stdio::null() };
+    cmd.stdin(stdin_mode).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().io_context(|| format!("spawning {described}"))?;
     // Feed stdin and drain stdout/stderr on threads: any fixed order could deadlock on full pipes.
     let feeder = match (stdin, child.stdin.take()) {
@@ -171,33 +144,18 @@ pub(crate) fn run_captured(
             bytes
         })
     };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let start = Instant::now();
     let mut timed_out = false;
     let status = loop {
-        if let Some(status) = child
-            .try_wait()
-            .io_context(|| format!("waiting for {described}"))?
-        {
+        if let Some(status) = child.try_wait().io_context(|| format!("waiting for {described}"))? {
             break status;
         }
         if start.elapsed() > timeout {
             timed_out = true;
             let _ = child.kill();
-            break child
-                .wait()
-                .io_context(|| format!("waiting for {described}"))?;
+            break child.wait().io_context(|| format!("waiting for {described}"))?;
         }
         std::thread::sleep(Duration::from_millis(10));
     };
@@ -205,33 +163,17 @@ pub(crate) fn run_captured(
         // A broken pipe here means the child exited early; its status tells the real story.
         let _ = feeder.join();
     }
-    let output = Output {
-        status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
-    };
+    let output = Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() };
     if timed_out || !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let output_tail = if stdout_is_data {
             tail(&stderr, TAIL_LINES)
         } else {
             let stdout = String::from_utf8_lossy(&output.stdout);
-            format!(
-                "{}\n{}",
-                tail(&stdout, TAIL_LINES),
-                tail(&stderr, TAIL_LINES)
-            )
+            format!("{}\n{}", tail(&stdout, TAIL_LINES), tail(&stderr, TAIL_LINES))
         };
-        let status = if timed_out {
-            format!("killed after the {} s timeout", timeout.as_secs())
-        } else {
-            output.status.to_string()
-        };
-        return Err(HarnessError::Command {
-            command: described,
-            status,
-            output_tail,
-        });
+        let status = if timed_out { format!("killed after the {} s timeout", timeout.as_secs()) } else { output.status.to_string() };
+        return Err(HarnessError::Command { command: described, status, output_tail });
     }
     Ok(output)
 }
@@ -248,14 +190,8 @@ impl FileLock {
         if let Some(parent) = path.parent() {
             create_dir_all(parent)?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .io_context(|| format!("opening lock file {}", path.display()))?;
-        file.lock()
-            .io_context(|| format!("locking {}", path.display()))?;
+        let file = OpenOptions::new().create(true).truncate(false).write(true).open(path).io_context(|| format!("opening lock file {}", path.display()))?;
+        file.lock().io_context(|| format!("locking {}", path.display()))?;
         Ok(FileLock { _file: file })
     }
 }
@@ -266,8 +202,7 @@ pub(crate) fn replace_dir(staged: &Path, dest: &Path) -> Result<()> {
     if dest.exists() {
         fs::remove_dir_all(dest).io_context(|| format!("removing stale {}", dest.display()))?;
     }
-    fs::rename(staged, dest)
-        .io_context(|| format!("renaming {} to {}", staged.display(), dest.display()))
+    fs::rename(staged, dest).io_context(|| format!("renaming {} to {}", staged.display(), dest.display()))
 }
 
 /// 64 random bits from the kernel.
@@ -277,17 +212,8 @@ pub(crate) fn random_u64() -> u64 {
         Ok(()) => u64::from_le_bytes(buf),
         // No /dev/urandom: mix the clock and pid, which is enough for names and ports.
         Err(_) => {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0);
-            fnv1a(
-                &[
-                    nanos.to_le_bytes(),
-                    u64::from(std::process::id()).to_le_bytes(),
-                ]
-                .concat(),
-            )
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+            fnv1a(&[nanos.to_le_bytes(), u64::from(std::process::id()).to_le_bytes()].concat())
         }
     }
 }
@@ -305,12 +231,7 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
 /// Calls `probe` every `interval` until it returns `Ok(Some(_))`, it returns `Err` (fatal), or
 /// `timeout` passes. `Ok(None)` carries no state; `probe` may record a description of the last state
 /// in its `&mut String` for the timeout error.
-pub(crate) fn poll<T>(
-    what: &str,
-    timeout: Duration,
-    interval: Duration,
-    mut probe: impl FnMut(&mut String) -> Result<Option<T>>,
-) -> Result<T> {
+pub(crate) fn poll<T>(what: &str, timeout: Duration, interval: Duration, mut probe: impl FnMut(&mut String) -> Result<Option<T>>) -> Result<T> {
     let start = Instant::now();
     let mut last = String::from("<not polled yet>");
     loop {
@@ -318,11 +239,7 @@ pub(crate) fn poll<T>(
             return Ok(value);
         }
         if start.elapsed() >= timeout {
-            return Err(HarnessError::Timeout {
-                what: what.to_string(),
-                waited_ms: start.elapsed().as_millis(),
-                last,
-            });
+            return Err(HarnessError::Timeout { what: what.to_string(), waited_ms: start.elapsed().as_millis(), last });
         }
         std::thread::sleep(interval);
     }
@@ -334,9 +251,7 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 pub(crate) fn base64_encode(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
+        let n = (u32::from(chunk[0]) << 16) | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8) | u32::from(*chunk.get(2).unwrap_or(&0));
         for i in 0..4 {
             if i <= chunk.len() {
                 out.push(B64[((n >> (18 - 6 * i)) & 63) as usize] as char);
@@ -377,11 +292,7 @@ mod tests {
         for len in 0..40 {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
             let text = base64_encode(&bytes);
-            assert_eq!(
-                base64_decode(&text).as_deref(),
-                Some(&bytes[..]),
-                "len {len}"
-            );
+            assert_eq!(base64_decode(&text).as_deref(), Some(&bytes[..]), "len {len}");
         }
         assert_eq!(base64_encode(b"hello"), "aGVsbG8=");
         assert_eq!(base64_decode("aGVsbG8="), Some(b"hello".to_vec()));

@@ -73,46 +73,23 @@ pub struct Metadata {
 /// # Errors
 /// [`HarnessError::Wire`] on connect, I/O or parse failure, or if `timeout` passes.
 pub fn metadata(addr: &str, topics: Option<&[&str]>, timeout: Duration) -> Result<Metadata> {
-    let wire = |reason: String| HarnessError::Wire {
-        addr: addr.to_string(),
-        reason,
-    };
-    let socket: SocketAddr = addr
-        .to_socket_addrs()
-        .map_err(|e| wire(format!("resolving: {e}")))?
-        .next()
-        .ok_or_else(|| wire("resolves to nothing".into()))?;
-    let mut stream =
-        TcpStream::connect_timeout(&socket, timeout).map_err(|e| wire(format!("connect: {e}")))?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .map_err(|e| wire(e.to_string()))?;
-    stream
-        .set_write_timeout(Some(timeout))
-        .map_err(|e| wire(e.to_string()))?;
+    let wire = |reason: String| HarnessError::Wire { addr: addr.to_string(), reason };
+    let socket: SocketAddr = addr.to_socket_addrs().map_err(|e| wire(format!("resolving: {e}")))?.next().ok_or_else(|| wire("resolves to nothing".into()))?;
+    let mut stream = TcpStream::connect_timeout(&socket, timeout).map_err(|e| wire(format!("connect: {e}")))?;
+    stream.set_read_timeout(Some(timeout)).map_err(|e| wire(e.to_string()))?;
+    stream.set_write_timeout(Some(timeout)).map_err(|e| wire(e.to_string()))?;
     let correlation_id = 0x4b4d_5031; // "KMP1"
-    stream
-        .write_all(&encode_request(correlation_id, topics))
-        .map_err(|e| wire(format!("write: {e}")))?;
+    stream.write_all(&encode_request(correlation_id, topics)).map_err(|e| wire(format!("write: {e}")))?;
     let mut size = [0u8; 4];
-    stream
-        .read_exact(&mut size)
-        .map_err(|e| wire(format!("read: {e}")))?;
+    stream.read_exact(&mut size).map_err(|e| wire(format!("read: {e}")))?;
     let size = i32::from_be_bytes(size);
-    let size = usize::try_from(size)
-        .ok()
-        .filter(|s| *s <= MAX_RESPONSE_BYTES)
-        .ok_or_else(|| wire(format!("bad response size {size}")))?;
+    let size = usize::try_from(size).ok().filter(|s| *s <= MAX_RESPONSE_BYTES).ok_or_else(|| wire(format!("bad response size {size}")))?;
     let mut body = vec![0u8; size];
-    stream
-        .read_exact(&mut body)
-        .map_err(|e| wire(format!("read: {e}")))?;
+    stream.read_exact(&mut body).map_err(|e| wire(format!("read: {e}")))?;
     let mut reader = Reader { buf: &body };
     let got = reader.i32().map_err(&wire)?;
     if got != correlation_id {
-        return Err(wire(format!(
-            "correlation id {got}, expected {correlation_id}"
-        )));
+        return Err(wire(format!("correlation id {got}, expected {correlation_id}")));
     }
     decode_response(&mut reader).map_err(wire)
 }
@@ -151,11 +128,7 @@ fn decode_response(r: &mut Reader<'_>) -> std::result::Result<Metadata, String> 
         let host = r.string()?.unwrap_or_default();
         let port = r.i32()?;
         let _rack = r.string()?;
-        brokers.push(MetadataBroker {
-            node_id,
-            host,
-            port,
-        });
+        brokers.push(MetadataBroker { node_id, host, port });
     }
     let _cluster_id = r.string()?;
     let controller_id = r.i32()?;
@@ -171,28 +144,14 @@ fn decode_response(r: &mut Reader<'_>) -> std::result::Result<Metadata, String> 
             let leader_id = r.i32()?;
             let replica_nodes = r.i32_array()?;
             let isr_nodes = r.i32_array()?;
-            partitions.push(MetadataPartition {
-                error_code,
-                partition_index,
-                leader_id,
-                replica_nodes,
-                isr_nodes,
-            });
+            partitions.push(MetadataPartition { error_code, partition_index, leader_id, replica_nodes, isr_nodes });
         }
-        topics.push(MetadataTopic {
-            error_code,
-            name,
-            partitions,
-        });
+        topics.push(MetadataTopic { error_code, name, partitions });
     }
     if !r.buf.is_empty() {
         return Err(format!("{} trailing bytes", r.buf.len()));
     }
-    Ok(Metadata {
-        brokers,
-        controller_id,
-        topics,
-    })
+    Ok(Metadata { brokers, controller_id, topics })
 }
 
 struct Reader<'a> {
@@ -202,10 +161,7 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn bytes(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
         if self.buf.len() < n {
-            return Err(format!(
-                "truncated response: need {n} bytes, have {}",
-                self.buf.len()
-            ));
+            return Err(format!("truncated response: need {n} bytes, have {}", self.buf.len()));
         }
         let (head, rest) = self.buf.split_at(n);
         self.buf = rest;
@@ -228,10 +184,7 @@ impl<'a> Reader<'a> {
         }
         let n = n as usize;
         if n > self.buf.len() {
-            return Err(format!(
-                "array length {n} exceeds remaining {} bytes",
-                self.buf.len()
-            ));
+            return Err(format!("array length {n} exceeds remaining {} bytes", self.buf.len()));
         }
         Ok(n)
     }
@@ -278,27 +231,15 @@ mod tests {
             &[0xff, 0xff],                                           // null cluster id
             &[0, 0, 0, 2],                                           // controller
             &[0, 0, 0, 1, 0, 0, 0, 1, b't', 0],                      // 1 topic "t", not internal
-            &[
-                0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0,
-            ],
+            &[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0],
         ]
         .concat();
         let parsed = decode_response(&mut Reader { buf: &body }).expect("valid");
-        assert_eq!(
-            parsed.brokers,
-            vec![MetadataBroker {
-                node_id: 2,
-                host: "h".into(),
-                port: 9092
-            }]
-        );
+        assert_eq!(parsed.brokers, vec![MetadataBroker { node_id: 2, host: "h".into(), port: 9092 }]);
         assert_eq!(parsed.topics[0].partitions[0].leader_id, 2);
         assert_eq!(parsed.topics[0].partitions[0].isr_nodes, Vec::<i32>::new());
         for cut in 0..body.len() {
-            assert!(
-                decode_response(&mut Reader { buf: &body[..cut] }).is_err(),
-                "cut at {cut}"
-            );
+            assert!(decode_response(&mut Reader { buf: &body[..cut] }).is_err(), "cut at {cut}");
         }
     }
 }
