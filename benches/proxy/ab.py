@@ -10,7 +10,9 @@ BIN is a `kafka-mirror-proxy` binary (for example `git worktree add /tmp/before 
 --release` there, then /tmp/before/target/release/kafka-mirror-proxy). Starts a 1-broker destination
 with the test harness and both proxies. Then each round runs the load directly, through `before` and
 through `after`, in an order that alternates between rounds, and prints per round the MB/s and the
-CPU (user + system) each proxy spent on its run:
+CPU (user + system) each proxy spent on its run, then the medians and, for each build, the ratios to
+direct paired within each round (median, mean with its 95% interval, range; pass the same binary as
+`before` and `after` to measure one build's loss against direct with two samples per round):
 
 - `--load fetch` (the default): --records records of 1 KiB are written into 3 partitions once, and
   each run reads the whole topic with Kafka's ConsumerPerformance (fetch-phase MB/s, after the group
@@ -86,6 +88,16 @@ def latency_cell(name, addr, pid, topic, rate, cpu_label="proxy CPU"):
     return f"{name} p50 {lat['e2e_p50_us']:.2f} p99 {lat['e2e_p99_us']:.2f} p99.9 {lat['e2e_p999_us']:.2f} ms{cpu}"
 
 
+def paired_summary(label, ratios):
+    """One line on the per-round ratios of two paths: median, mean with the 95% interval of the mean
+    (normal approximation, so meaningful from about 10 rounds), and range. The paths of a round run
+    back to back, so the machine's drift between rounds moves these less than the ratio of medians."""
+    mean = statistics.fmean(ratios)
+    half = statistics.NormalDist().inv_cdf(0.975) * statistics.stdev(ratios) / len(ratios) ** 0.5 if len(ratios) > 1 else float("nan")
+    return (f"{label}, {len(ratios)} rounds paired: median {statistics.median(ratios):.3f}, mean {mean:.3f} "
+            f"(95% interval {mean - half:.3f} to {mean + half:.3f}), range {min(ratios):.3f} to {max(ratios):.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True)
@@ -143,6 +155,8 @@ def main():
             mbps = statistics.median(x["mbps"] for x in rs)
             cpu = statistics.median(x["proxy_cpu_ms"] for x in rs)
             print(f"median {name}: {mbps:.1f} MB/s" + (f", proxy CPU {cpu:.0f} ms per run of {args.records} records" if paths[name][1] else ""))
+        for name in ("before", "after") if args.rounds else ():
+            print(paired_summary(f"{name} / direct", [b["mbps"] / a["mbps"] for a, b in zip(results["direct"], results[name])]))
         for t in range(args.latency_trials):
             order = list(paths) if t % 2 == 0 else list(reversed(paths))
             for rate in args.latency_rate:

@@ -40,14 +40,16 @@ every round as JSON): throughput proxy/direct ratios, p50/p99/p99.9 end-to-end a
 paths at half of the direct maximum (and at --low-rate), and the proxy's CPU per MB. Everything runs on
 this machine: broker, proxy and client JVMs share its cores, so run it on a quiet machine.
 
-Full runs (the commands of the latest runs BENCHMARKS.md records):
+Full runs (the commands of the latest runs BENCHMARKS.md records; runs K and L of 2026-12-05 first):
+    python3 benches/proxy/bench.py --records 1000000 --latency-seconds 30 --rounds 5 --latency-tool go --proxy-tcp-congestion cubic
+    python3 benches/proxy/bench.py --records 1000000 --latency-seconds 30 --rounds 5 --latency-tool go --proxy-tcp-congestion cubic --pin-proxy-cpu 1
     python3 benches/proxy/bench.py --records 300000 --latency-seconds 30 --rounds 3 --latency-tool go
     python3 benches/proxy/bench.py --records 1000000 --latency-seconds 30 --rounds 3 --latency-tool go --latency-basis producer
     python3 benches/proxy/bench.py --records 1000000 --latency-seconds 30 --rounds 3 --latency-tool go --latency-basis producer --pin-proxy-cpu 1
 With --proxy-tcp-congestion NAME, the proxy's connections use that TCP congestion control
 (proxy.tcp_congestion_control) while the broker and the clients keep the system's; the table's first
-line says which each side used. The runs of 2026-12-05 added `--proxy-tcp-congestion cubic` to the
-first two commands above: with the system's bbr on loopback, the kernel arms a pacing timer per
+line says which each side used. The other runs of 2026-12-05 added `--proxy-tcp-congestion cubic`
+to the third and fourth commands above: with the system's bbr on loopback, the kernel arms a pacing timer per
 socket burst, which costs the proxy twice (src/proxy/sockopt.rs).
 With --pin-proxy-cpu CPU, the proxy runs on that CPU alone and the broker and every client JVM on the
 others (taskset), in both paths: the proxy then takes no CPU from them, as on a host of its own.
