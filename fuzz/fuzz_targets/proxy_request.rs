@@ -1,6 +1,8 @@
 //! Fuzzes the proxy's request parsing path: the request header, and for the APIs the write policy
 //! reads (Produce, DeleteRecords, CreatePartitions, AlterConfigs, IncrementalAlterConfigs) the whole
-//! body, then rebuilding the request from what was read (which must give back the same bytes).
+//! body, then rebuilding the request from what was read (which must give back the same bytes); for
+//! Produce also the head read alone, as the streaming path reads a large request (which must agree
+//! with the whole scan, and must not panic on a request cut anywhere).
 //!
 //!     cargo +nightly fuzz run proxy_request
 //!
@@ -9,6 +11,7 @@
 //! src/proxy/requests.rs.
 #![no_main]
 
+use kafka_mirror_proxy::proxy::{ParseRequestError, parse_request};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -22,7 +25,16 @@ fuzz_target!(|data: &[u8]| {
     frame.extend_from_slice(&api_version.to_be_bytes());
     frame.extend_from_slice(&1i32.to_be_bytes());
     frame.extend_from_slice(&data[2..]);
-    let _ = kafka_mirror_proxy::proxy::parse_request(&frame);
+    // Where a large request would be cut when its head is read before the rest has arrived.
+    let cut = usize::from(data[0]) * 8;
+    check(&frame, cut);
     // And the input as a whole frame, header included.
-    let _ = kafka_mirror_proxy::proxy::parse_request(data);
+    check(data, cut);
 });
+
+/// Malformed requests are expected; two readings of the same bytes disagreeing never are.
+fn check(frame: &[u8], cut: usize) {
+    if let Err(ParseRequestError::Inconsistent(what)) = parse_request(frame, cut) {
+        panic!("{what}");
+    }
+}

@@ -59,21 +59,50 @@ pub use server::{Proxy, run};
 pub use versions::{cap_api_versions, is_supported, proxy_range};
 pub use wire::{RequestHead, WireError};
 
+/// Why [`parse_request`] gave up on a request.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseRequestError {
+    /// The bytes are not a request the proxy reads (what a session answers with an error).
+    #[error("{0}")]
+    Malformed(String),
+    /// Two readings of the same bytes disagree: a bug in the proxy, whatever the bytes.
+    #[error("{0}")]
+    Inconsistent(&'static str),
+}
+
 /// Reads a client request the way a session does before forwarding it: the header, and for the
-/// APIs the write policy inspects, the whole body. For fuzzing (`fuzz/fuzz_targets/proxy_request.rs`)
-/// and tests; never panics, whatever the bytes.
+/// APIs the write policy inspects, the whole body. A Produce request is also read the way a large
+/// one is before it is streamed: its head alone (`produce_prefix`), from the whole frame and from its
+/// first `cut` bytes. For fuzzing (`fuzz/fuzz_targets/proxy_request.rs`) and tests; never panics,
+/// whatever the bytes.
 ///
 /// # Errors
-/// The first problem found.
-pub fn parse_request(frame: &[u8]) -> Result<RequestHead, String> {
-    let head = RequestHead::parse(frame).map_err(|e| e.to_string())?;
-    if let Ok(api_key) = kafka_protocol::messages::ApiKey::try_from(head.api_key) {
+/// [`ParseRequestError::Malformed`] with the first problem found; [`ParseRequestError::Inconsistent`]
+/// when the rebuilt request differs from `frame`, or the head read alone does not give what the
+/// whole scan does.
+pub fn parse_request(frame: &[u8], cut: usize) -> Result<RequestHead, ParseRequestError> {
+    use kafka_protocol::messages::ApiKey;
+    let malformed = |e: WireError| ParseRequestError::Malformed(e.to_string());
+    let head = RequestHead::parse(frame).map_err(malformed)?;
+    if head.api_key == ApiKey::Produce as i16 {
+        // Whatever part of a request has arrived, reading its head alone must not panic.
+        let _ = requests::produce_prefix(&frame[..cut.min(frame.len())], head.api_version);
+    }
+    if let Ok(api_key) = ApiKey::try_from(head.api_key) {
         if requests::scan_range(api_key).is_some() {
-            let scanned = requests::scan_request(frame, api_key, head.api_version).map_err(|e| e.to_string())?;
+            let scanned = requests::scan_request(frame, api_key, head.api_version).map_err(|e| ParseRequestError::Malformed(e.to_string()))?;
             let keep = vec![requests::Keep::All; scanned.entries.len()];
-            let rebuilt = requests::rebuild(frame, &scanned, &keep);
-            if rebuilt != frame {
-                return Err("rebuilding the request changed it".to_owned());
+            if requests::rebuild(frame, &scanned, &keep) != frame {
+                return Err(ParseRequestError::Inconsistent("rebuilding the request changed it"));
+            }
+            if api_key == ApiKey::Produce {
+                let Ok(prefix) = requests::produce_prefix(frame, head.api_version) else {
+                    return Err(ParseRequestError::Inconsistent("the head alone is unreadable in a readable Produce request"));
+                };
+                let first = scanned.entries.first().map(|e| &e.topic);
+                if prefix.topics != scanned.entries.len() || prefix.first_topic.as_ref() != first || Some(prefix.acks) != scanned.acks {
+                    return Err(ParseRequestError::Inconsistent("the head read alone disagrees with the whole Produce request"));
+                }
             }
         }
     }

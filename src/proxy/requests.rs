@@ -132,7 +132,10 @@ fn scan_body(frame: &[u8], api_key: ApiKey, v: i16, flexible: bool) -> Result<Sc
         acks = Some(produce_acks);
     }
     let before = 0..r.pos();
-    let count = r.array_len(flexible, 1, "entries")?.unwrap_or(0);
+    // Not nullable in any of these APIs (Kafka's own parser refuses a null here too). Read as empty,
+    // a null would also come back as an empty array from `rebuild`.
+    let offset = r.pos();
+    let count = r.array_len(flexible, 1, "entries")?.ok_or(WireError::UnexpectedNull { what: "entries", offset })?;
     let mut entries = Vec::new();
     for _ in 0..count {
         let entry = match api_key {
@@ -301,13 +304,20 @@ pub(crate) enum Keep {
 }
 
 /// Rebuilds the request with only what `keep` (one per entry) keeps. Entries whose partitions are all
-/// dropped are dropped.
+/// dropped are dropped. The entries' count is written anew only when it changes: a client may encode
+/// it in more bytes than needed (a varint with trailing zero groups, which Kafka reads), and what
+/// the proxy need not change it forwards as it came.
 pub(crate) fn rebuild(frame: &[u8], scanned: &ScannedRequest, keep: &[Keep]) -> Vec<u8> {
     let slice = |r: &Range<usize>| frame.get(r.clone()).unwrap_or_default();
     let mut out = Vec::with_capacity(frame.len());
     out.extend_from_slice(slice(&scanned.before));
     let kept: Vec<(&Entry, &Keep)> = scanned.entries.iter().zip(keep).filter(|(_, k)| **k == Keep::All).collect();
-    put_array_len(&mut out, scanned.flexible, kept.len());
+    if kept.len() == scanned.entries.len() {
+        let count = scanned.before.end..scanned.entries.first().map_or(scanned.after.start, |e| e.range.start);
+        out.extend_from_slice(slice(&count));
+    } else {
+        put_array_len(&mut out, scanned.flexible, kept.len());
+    }
     for (entry, _) in kept {
         out.extend_from_slice(slice(&entry.range));
     }
@@ -396,6 +406,22 @@ pub(crate) mod tests {
             let expected = produce(v, &[("keep", &[0, 1]), ("mixed", &[5, 6])]);
             let decoded: ProduceRequest = decode(&rebuilt, v);
             assert_eq!(decoded, expected, "v{v}");
+        }
+    }
+
+    /// `parse_request`, the fuzz target's entry, on real requests of every version: the whole frame
+    /// reads, with its head read alone from any cut; a frame cut short is malformed, never a
+    /// disagreement between the two readings.
+    #[test]
+    fn parse_request_reads_real_produce_requests_consistently() {
+        use crate::proxy::{ParseRequestError, parse_request};
+        for v in 3..=13 {
+            let frame = encode(&produce(v, &[("a", &[0, 1]), ("b", &[1])]), v, 7);
+            for cut in 0..=frame.len() {
+                assert!(parse_request(&frame, cut).is_ok(), "v{v}, head cut at {cut}");
+                let short = parse_request(&frame[..cut], cut);
+                assert!(!matches!(short, Err(ParseRequestError::Inconsistent(_))), "v{v}, frame cut at {cut}: {short:?}");
+            }
         }
     }
 
@@ -502,5 +528,39 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    /// Fuzz finding (proxy_request): a null top-level array (here IncrementalAlterConfigs v1's
+    /// `resources`) was read as empty, and `rebuild` wrote it back as an empty array, changing the
+    /// request. No scanned API lets it be null, so the request is malformed, as Kafka's parser says.
+    #[test]
+    fn a_null_entries_array_is_malformed() {
+        let frame = [0, 44, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0x40, 0];
+        let err = scan_request(&frame, ApiKey::IncrementalAlterConfigs, 1).unwrap_err();
+        assert!(matches!(err, ScanError::Malformed { source: WireError::UnexpectedNull { what: "entries", offset: 11 }, .. }), "{err:?}");
+        assert!(matches!(crate::proxy::parse_request(&frame, 0), Err(crate::proxy::ParseRequestError::Malformed(_))));
+        // The same in a non-flexible version: a count of -1.
+        let frame = [0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 255, 255, 0, 1, 0, 0, 0, 0, 255, 255, 255, 255];
+        let err = scan_request(&frame, ApiKey::Produce, 3).unwrap_err();
+        assert!(matches!(err, ScanError::Malformed { source: WireError::UnexpectedNull { what: "entries", .. }, .. }), "{err:?}");
+    }
+
+    /// Fuzz finding (proxy_request): an AlterConfigs v2 request whose (empty) `resources` count is
+    /// the varint 0x81 0x00, one value in two bytes, which Kafka reads as 1 (an empty compact
+    /// array). Rebuilt with everything kept, the count was written in one byte, changing the request;
+    /// it is now kept as it came, and written anew only when entries are dropped.
+    #[test]
+    fn a_count_in_more_bytes_than_needed_is_kept_as_it_came() {
+        let frame = [0, 33, 0, 2, 0, 0, 0, 1, 0xff, 0xff, 0, 0x81, 0, 4, 0];
+        let scanned = scan_request(&frame, ApiKey::AlterConfigs, 2).unwrap();
+        assert!(scanned.entries.is_empty());
+        assert_eq!(rebuild(&frame, &scanned, &[]), frame);
+        assert!(crate::proxy::parse_request(&frame, 0).is_ok());
+        // With an entry dropped, the count is written anew (canonically).
+        let frame = encode(&produce(9, &[("a", &[0][..]), ("b", &[1][..])]), 9, 7);
+        let scanned = scan_request(&frame, ApiKey::Produce, 9).unwrap();
+        let rebuilt = rebuild(&frame, &scanned, &[Keep::All, Keep::None]);
+        let again = scan_request(&rebuilt, ApiKey::Produce, 9).unwrap();
+        assert_eq!(again.entries.iter().map(|e| e.topic.clone()).collect::<Vec<_>>(), [TopicRef::Name("a".into())]);
     }
 }
