@@ -59,10 +59,61 @@ pub use server::{Proxy, run};
 pub use versions::{cap_api_versions, is_supported, proxy_range};
 pub use wire::{RequestHead, WireError};
 
-/// Why [`parse_request`] gave up on a request.
+/// The walks and rewrites the proxy does on broker responses without decoding them, on a response
+/// body of `api_key` at `api_version`: the KIP-951 walks of Produce (v10+) and Fetch (v16+) bodies,
+/// the rewrite of a streamed Fetch response's tail (its top-level tagged fields, rewritten in exactly
+/// their length), and the ShareFetch / ShareAcknowledge walk and rewrite. Every endpoint is mapped
+/// to a host of `host_len` bytes. For fuzzing (`fuzz/fuzz_targets/proxy_response.rs`) and tests;
+/// never panics, whatever the bytes.
+///
+/// # Errors
+/// [`ParseRequestError::Malformed`] for bytes the walks refuse; [`ParseRequestError::Inconsistent`]
+/// when a rewritten tail has another length than the broker's, or a rewritten share body does not
+/// walk again to the mapped endpoints.
+pub fn parse_response(api_key: i16, api_version: i16, body: &[u8], host_len: usize) -> Result<(), ParseRequestError> {
+    use kafka_protocol::messages::ApiKey;
+    let malformed = |e: WireError| ParseRequestError::Malformed(e.to_string());
+    let nodes = |found: Vec<rewrite::BrokerEndpoint>| -> std::collections::HashMap<i32, rewrite::Endpoint> {
+        found.into_iter().map(|(id, _, _)| (id, rewrite::Endpoint { host: "h".repeat(host_len), port: id.wrapping_add(9000) })).collect()
+    };
+    match ApiKey::try_from(api_key) {
+        Ok(ApiKey::Produce) => rewrite::produce_has_node_endpoints(body, api_version).map(drop).map_err(malformed),
+        Ok(ApiKey::Fetch) => {
+            let _ = rewrite::fetch_has_node_endpoints(body);
+            // `body` as the tail of a streamed response (what follows the last partition).
+            let Some(found) = stream::node_endpoints(body).map_err(malformed)? else { return Ok(()) };
+            let map = nodes(found.iter().map(rewrite::node_endpoints::NodeEndpoint::broker_endpoint).collect());
+            let (tail, dropped) = stream::rewrite_tail(body, &map).map_err(malformed)?;
+            if tail.len() != body.len() {
+                return Err(ParseRequestError::Inconsistent("a rewritten tail changed length"));
+            }
+            let mut want = found;
+            rewrite::node_endpoints::apply(&mut want, &map);
+            match (stream::node_endpoints(&tail), dropped) {
+                (Ok(None), true) => Ok(()),
+                (Ok(Some(got)), false) if got == want => Ok(()),
+                _ => Err(ParseRequestError::Inconsistent("a rewritten tail does not read back as the mapped endpoints")),
+            }
+        }
+        Ok(key @ (ApiKey::ShareFetch | ApiKey::ShareAcknowledge)) => {
+            let mut share = rewrite::ShareResponse::walk(key, api_version, bytes::Bytes::copy_from_slice(body)).map_err(malformed)?;
+            let map = nodes(share.broker_endpoints());
+            share.apply_endpoints(&map);
+            let mut out = bytes::BytesMut::new();
+            share.write_body(&mut out);
+            match rewrite::ShareResponse::walk(key, api_version, out.freeze()) {
+                Ok(again) if again.broker_endpoints() == share.broker_endpoints() => Ok(()),
+                _ => Err(ParseRequestError::Inconsistent("a rewritten share response does not walk back to the mapped endpoints")),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Why [`parse_request`] or [`parse_response`] gave up.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseRequestError {
-    /// The bytes are not a request the proxy reads (what a session answers with an error).
+    /// The bytes are not a request (or response) the proxy reads: a session answers with an error.
     #[error("{0}")]
     Malformed(String),
     /// Two readings of the same bytes disagree: a bug in the proxy, whatever the bytes.

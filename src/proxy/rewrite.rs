@@ -70,7 +70,7 @@ use super::versions::cap_api_versions;
 
 pub(crate) mod node_endpoints;
 mod share;
-use share::ShareResponse;
+pub(crate) use share::ShareResponse;
 pub(crate) use share::VERSIONS as SHARE_VERSIONS;
 
 /// A response could not be decoded or encoded. The session that got it is closed.

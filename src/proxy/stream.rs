@@ -454,7 +454,7 @@ fn tagged_fields(tail: &[u8]) -> Result<Vec<(u32, &[u8])>, WireError> {
 }
 
 /// The leader endpoints in a Fetch response's top-level tagged fields (`None`: none there).
-fn node_endpoints(tail: &[u8]) -> Result<Option<Vec<NodeEndpoint>>, WireError> {
+pub(crate) fn node_endpoints(tail: &[u8]) -> Result<Option<Vec<NodeEndpoint>>, WireError> {
     let Some(&(_, data)) = tagged_fields(tail)?.iter().find(|(tag, _)| *tag == 0) else {
         return Ok(None);
     };
@@ -466,7 +466,7 @@ fn node_endpoints(tail: &[u8]) -> Result<Option<Vec<NodeEndpoint>>, WireError> {
 
 /// The tail with its `node_endpoints` mapped through `map`, in exactly the tail's length (padded);
 /// `true` if the mapped endpoints did not fit and were left out.
-fn rewrite_tail(tail: &[u8], map: &HashMap<i32, Endpoint>) -> Result<(Vec<u8>, bool), WireError> {
+pub(crate) fn rewrite_tail(tail: &[u8], map: &HashMap<i32, Endpoint>) -> Result<(Vec<u8>, bool), WireError> {
     let fields = tagged_fields(tail)?;
     let mut nodes = node_endpoints(tail)?.unwrap_or_default();
     node_endpoints::apply(&mut nodes, map);
@@ -740,6 +740,23 @@ mod tests {
             assert!(fields[1..].iter().all(|(t, d)| *t >= PAD_TAG && d.iter().all(|&b| b == 0)));
         }
         assert!(fit(vec![(0, &data[..])], 7).is_none(), "shorter than the field itself");
+    }
+
+    /// `parse_response`, the proxy_response fuzz target's entry, on the tail of a real Fetch v16
+    /// response with two endpoints: rewritten in its own length for proxy hosts from empty to far
+    /// longer than the brokers' (whose endpoints are then left out).
+    #[test]
+    fn parse_response_rewrites_a_real_tail_in_its_length() {
+        let node = |id: i32, host: &str| KNodeEndpoint::default().with_node_id(BrokerId(id)).with_host(StrBytes::from_string(host.to_owned())).with_port(9092);
+        let r = FetchResponse::default().with_node_endpoints(vec![node(1, "broker-1.example"), node(2, "broker-2.example")]);
+        let mut body = BytesMut::new();
+        r.encode(&mut body, 16).expect("body");
+        // throttle_time_ms, error_code, session_id, an empty `responses`: the tail follows.
+        let tail = &body[11..];
+        assert_eq!(node_endpoints(tail).expect("walks").map(|n| n.len()), Some(2));
+        for host_len in 0..64 {
+            crate::proxy::parse_response(1, 16, tail, host_len).unwrap_or_else(|e| panic!("host of {host_len} bytes: {e}"));
+        }
     }
 
     proptest::proptest! {

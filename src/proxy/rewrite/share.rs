@@ -203,6 +203,20 @@ mod tests {
         }
     }
 
+    /// `parse_response`, the proxy_response fuzz target's entry, on real responses: they walk,
+    /// rewrite and walk again to the mapped endpoints, whatever the proxy's host length.
+    #[test]
+    fn parse_response_walks_real_share_responses() {
+        for host_len in [0, 8, 40] {
+            for version in [1, 2] {
+                let fetch = encode(&fetch_response(true), 1);
+                crate::proxy::parse_response(ApiKey::ShareFetch as i16, version, &fetch, host_len).expect("ShareFetch");
+            }
+            let ack = encode(&ack_response(), 1);
+            crate::proxy::parse_response(ApiKey::ShareAcknowledge as i16, 1, &ack, host_len).expect("ShareAcknowledge");
+        }
+    }
+
     #[test]
     fn without_endpoints_or_without_a_mapping_the_bytes_are_the_brokers() {
         for with_endpoints in [false, true] {
