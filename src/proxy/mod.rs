@@ -113,7 +113,8 @@ pub fn parse_response(api_key: i16, api_version: i16, body: &[u8], host_len: usi
 /// Why [`parse_request`] or [`parse_response`] gave up.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseRequestError {
-    /// The bytes are not a request (or response) the proxy reads: a session answers with an error.
+    /// The bytes are not a request (or response) the proxy reads; a session that gets them closes its
+    /// connection with a log line.
     #[error("{0}")]
     Malformed(String),
     /// Two readings of the same bytes disagree: a bug in the proxy, whatever the bytes.
