@@ -59,17 +59,20 @@ pub use server::{Proxy, run};
 pub use versions::{cap_api_versions, is_supported, proxy_range};
 pub use wire::{RequestHead, WireError};
 
-/// The walks and rewrites the proxy does on broker responses without decoding them, on a response
-/// body of `api_key` at `api_version`: the KIP-951 walks of Produce (v10+) and Fetch (v16+) bodies,
-/// the rewrite of a streamed Fetch response's tail (its top-level tagged fields, rewritten in exactly
-/// their length), and the ShareFetch / ShareAcknowledge walk and rewrite. Every endpoint is mapped
+/// What the proxy does to a broker's response body of `api_key` at `api_version`: the walks and
+/// rewrites done without decoding (the KIP-951 walks of Produce (v10+) and Fetch (v16+) bodies, the
+/// rewrite of a streamed Fetch response's tail (its top-level tagged fields, rewritten in exactly
+/// their length), the ShareFetch / ShareAcknowledge walk and rewrite), and for every API the proxy
+/// decodes whole (Metadata, FindCoordinator, DescribeCluster, Produce, Fetch, ApiVersions and the
+/// write APIs it may answer for), the decode, endpoint rewrite and encode. Every endpoint is mapped
 /// to a host of `host_len` bytes. For fuzzing (`fuzz/fuzz_targets/proxy_response.rs`) and tests;
-/// never panics, whatever the bytes.
+/// never panics or aborts, whatever the bytes.
 ///
 /// # Errors
-/// [`ParseRequestError::Malformed`] for bytes the walks refuse; [`ParseRequestError::Inconsistent`]
-/// when a rewritten tail has another length than the broker's, or a rewritten share body does not
-/// walk again to the mapped endpoints.
+/// [`ParseRequestError::Malformed`] for bytes the walks or the decode refuse;
+/// [`ParseRequestError::Inconsistent`] when a rewritten tail has another length than the broker's,
+/// a rewritten share body does not walk again to the mapped endpoints, or a decoded, rewritten and
+/// re-encoded response does not decode again to the same value.
 pub fn parse_response(api_key: i16, api_version: i16, body: &[u8], host_len: usize) -> Result<(), ParseRequestError> {
     use kafka_protocol::messages::ApiKey;
     let malformed = |e: WireError| ParseRequestError::Malformed(e.to_string());
@@ -77,9 +80,18 @@ pub fn parse_response(api_key: i16, api_version: i16, body: &[u8], host_len: usi
         found.into_iter().map(|(id, _, _)| (id, rewrite::Endpoint { host: "h".repeat(host_len), port: id.wrapping_add(9000) })).collect()
     };
     match ApiKey::try_from(api_key) {
-        Ok(ApiKey::Produce) => rewrite::produce_has_node_endpoints(body, api_version).map(drop).map_err(malformed),
+        Ok(ApiKey::Produce) => {
+            if let Err(e @ ParseRequestError::Inconsistent(_)) = decode_whole(ApiKey::Produce, api_version, body, &nodes) {
+                return Err(e);
+            }
+            rewrite::produce_has_node_endpoints(body, api_version).map(drop).map_err(malformed)
+        }
         Ok(ApiKey::Fetch) => {
             let _ = rewrite::fetch_has_node_endpoints(body);
+            // The same bytes as a whole body, and below as a streamed response's tail.
+            if let Err(e @ ParseRequestError::Inconsistent(_)) = decode_whole(ApiKey::Fetch, api_version, body, &nodes) {
+                return Err(e);
+            }
             // `body` as the tail of a streamed response (what follows the last partition).
             let Some(found) = stream::node_endpoints(body).map_err(malformed)? else { return Ok(()) };
             let map = nodes(found.iter().map(rewrite::node_endpoints::NodeEndpoint::broker_endpoint).collect());
@@ -106,7 +118,43 @@ pub fn parse_response(api_key: i16, api_version: i16, body: &[u8], host_len: usi
                 _ => Err(ParseRequestError::Inconsistent("a rewritten share response does not walk back to the mapped endpoints")),
             }
         }
+        Ok(
+            key @ (ApiKey::Metadata
+            | ApiKey::FindCoordinator
+            | ApiKey::DescribeCluster
+            | ApiKey::ApiVersions
+            | ApiKey::DeleteRecords
+            | ApiKey::CreatePartitions
+            | ApiKey::AlterConfigs
+            | ApiKey::IncrementalAlterConfigs
+            | ApiKey::SaslAuthenticate),
+        ) => decode_whole(key, api_version, body, &nodes),
         _ => Ok(()),
+    }
+}
+
+/// The session's path for a response it decodes whole: decode, map the endpoints, encode. The
+/// encoded response must decode again to exactly what was encoded: the proxy changes the endpoints
+/// and nothing else. Versions the proxy does not serve are never decoded by a session, so not here
+/// either.
+fn decode_whole(
+    api_key: kafka_protocol::messages::ApiKey,
+    api_version: i16,
+    body: &[u8],
+    nodes: &dyn Fn(Vec<rewrite::BrokerEndpoint>) -> std::collections::HashMap<i32, rewrite::Endpoint>,
+) -> Result<(), ParseRequestError> {
+    if !is_supported(api_key, api_version) {
+        return Ok(());
+    }
+    let mut decoded =
+        rewrite::Decoded::decode(api_key, api_version, bytes::Bytes::copy_from_slice(body)).map_err(|e| ParseRequestError::Malformed(e.to_string()))?;
+    decoded.apply_endpoints(&nodes(decoded.broker_endpoints()));
+    // An encode error is a refusal the session reports (RewriteError::Encode), not a disagreement.
+    let frame = decoded.encode(api_key, api_version, 7).map_err(|e| ParseRequestError::Malformed(e.to_string()))?;
+    let again = rewrite::split_response(frame, api_key, api_version).and_then(|(_, body)| rewrite::Decoded::decode(api_key, api_version, body));
+    match again {
+        Ok(again) if again == decoded => Ok(()),
+        _ => Err(ParseRequestError::Inconsistent("a re-encoded response does not decode to what was encoded")),
     }
 }
 

@@ -396,27 +396,48 @@ impl Decoded {
         let mut buf = BytesMut::new();
         let err = |e: anyhow::Error| RewriteError::Encode { api_key, api_version, message: format!("{e:#}") };
         ResponseHeader::default().with_correlation_id(correlation_id).encode(&mut buf, api_key.response_header_version(api_version)).map_err(err)?;
-        let v = api_version;
+        let (v, b) = (api_version, &mut buf);
         match self {
-            Self::Metadata(r) => r.encode(&mut buf, v),
-            Self::FindCoordinator(r) => r.encode(&mut buf, v),
-            Self::DescribeCluster(r) => r.encode(&mut buf, v),
-            Self::Produce(r) => r.encode(&mut buf, v),
-            Self::Fetch(r) => r.encode(&mut buf, v),
+            Self::Metadata(r) => encode_body(r, b, v),
+            Self::FindCoordinator(r) => encode_body(r, b, v),
+            Self::DescribeCluster(r) => encode_body(r, b, v),
+            Self::Produce(r) => encode_body(r, b, v),
+            Self::Fetch(r) => encode_body(r, b, v),
             Self::Share(r) => {
-                r.write_body(&mut buf);
+                r.write_body(b);
                 Ok(())
             }
-            Self::ApiVersions(r) => r.encode(&mut buf, v),
-            Self::DeleteRecords(r) => r.encode(&mut buf, v),
-            Self::CreatePartitions(r) => r.encode(&mut buf, v),
-            Self::AlterConfigs(r) => r.encode(&mut buf, v),
-            Self::IncrementalAlterConfigs(r) => r.encode(&mut buf, v),
-            Self::SaslAuthenticate(r) => r.encode(&mut buf, v),
+            Self::ApiVersions(r) => encode_body(r, b, v),
+            Self::DeleteRecords(r) => encode_body(r, b, v),
+            Self::CreatePartitions(r) => encode_body(r, b, v),
+            Self::AlterConfigs(r) => encode_body(r, b, v),
+            Self::IncrementalAlterConfigs(r) => encode_body(r, b, v),
+            Self::SaslAuthenticate(r) => encode_body(r, b, v),
         }
         .map_err(err)?;
         Ok(buf.freeze())
     }
+}
+
+/// Encodes `message` and checks that it wrote the size `kafka-protocol` computes for it.
+///
+/// They differ for a decoded response that carried a tagged field numbered 2^31 or above (the tag
+/// is read as a negative `i32`): `kafka-protocol` 0.18 counts such a field but does not write it,
+/// so the bytes it writes would be a response whose tagged-field count is one too high, which a
+/// client fails to read. No Kafka broker writes such tags; bytes that do are refused here, and the
+/// session closes with this error instead of forwarding bytes it knows to be broken (found by
+/// `fuzz/fuzz_targets/proxy_response.rs`).
+fn encode_body<T: Encodable>(message: &T, buf: &mut BytesMut, version: i16) -> anyhow::Result<()> {
+    let size = message.compute_size(version)?;
+    buf.reserve(size);
+    let start = buf.len();
+    message.encode(buf, version)?;
+    let written = buf.len() - start;
+    anyhow::ensure!(
+        written == size,
+        "{written} bytes written where the message's size is {size} (a tagged field numbered 2^31 or above, which cannot be encoded again)"
+    );
+    Ok(())
 }
 
 /// The ApiVersions answer the proxy gives itself to a client asking with a version above what the
@@ -439,6 +460,57 @@ mod tests {
     use super::*;
     use kafka_protocol::messages::BrokerId;
     use kafka_protocol::messages::metadata_response::MetadataResponseBroker;
+
+    /// A broker response whose first array claims more entries than any frame could hold
+    /// (i32::MAX, or u32::MAX - 1 compact) is a decode error. `kafka-protocol` reserves the claimed
+    /// count before reading an entry (hundreds of GB here); with the system allocator that
+    /// reservation is refused and aborts the test binary, so this passes only with the crate's
+    /// allocator (src/lib.rs).
+    #[test]
+    fn impossible_array_counts_are_decode_errors() {
+        let count = |flexible: bool| if flexible { vec![0xff, 0xff, 0xff, 0xff, 0x0f] } else { 0x7fff_ffff_i32.to_be_bytes().to_vec() };
+        let mut cases: Vec<(ApiKey, i16, Vec<u8>)> = Vec::new();
+        // Metadata: [throttle_time_ms (v3+)] brokers.
+        for v in 0..=13 {
+            cases.push((ApiKey::Metadata, v, [if v >= 3 { vec![0; 4] } else { vec![] }, count(v >= 9)].concat()));
+        }
+        // Produce: responses first.
+        for v in 3..=13 {
+            cases.push((ApiKey::Produce, v, count(v >= 9)));
+        }
+        // Fetch: throttle_time_ms, error_code, session_id, responses.
+        for v in 7..=18 {
+            cases.push((ApiKey::Fetch, v, [vec![0; 10], count(v >= 12)].concat()));
+        }
+        // ApiVersions: error_code, api_keys.
+        for v in 0..=4 {
+            cases.push((ApiKey::ApiVersions, v, [vec![0; 2], count(v >= 3)].concat()));
+        }
+        for (key, v, body) in cases {
+            let err = Decoded::decode(key, v, Bytes::from(body)).expect_err("an impossible count");
+            assert!(matches!(err, RewriteError::Decode { api_key, api_version, .. } if api_key == key && api_version == v), "{key:?} v{v}: {err}");
+        }
+    }
+
+    /// A tagged field numbered 2^31 or above decodes (as a negative tag), but `kafka-protocol`
+    /// would write the response without it and with its count: the encode refuses instead of
+    /// producing broken bytes. The bytes are the fuzzer's finding (CreatePartitions v2, one result
+    /// with tags 0xffff_ffff and 6291455).
+    #[test]
+    fn a_tagged_field_that_cannot_be_encoded_again_is_an_encode_error() {
+        let body: &[u8] = &[2, 2, 2, 2, 2, 2, 2, 2, 126, 2, 2, 2, 255, 255, 255, 2, 2, 255, 255, 255, 255, 255, 255, 255, 6, 2, 32, 33, 33, 4, 0, 0];
+        let decoded = Decoded::decode(ApiKey::CreatePartitions, 2, Bytes::from_static(body)).expect("decodes");
+        let Decoded::CreatePartitions(r) = &decoded else { panic!("{decoded:?}") };
+        assert!(r.results[0].unknown_tagged_fields.contains_key(&-1), "{r:?}");
+        let err = decoded.encode(ApiKey::CreatePartitions, 2, 7).expect_err("cannot be encoded again");
+        assert!(matches!(&err, RewriteError::Encode { api_key: ApiKey::CreatePartitions, api_version: 2, message } if message.contains("2^31")), "{err}");
+        // Without that tag, the same response round-trips.
+        let mut fixed = r.clone();
+        fixed.results[0].unknown_tagged_fields.remove(&-1);
+        let frame = Decoded::CreatePartitions(fixed.clone()).encode(ApiKey::CreatePartitions, 2, 7).expect("encodes");
+        let (_, again) = split_response(frame, ApiKey::CreatePartitions, 2).expect("splits");
+        assert_eq!(Decoded::decode(ApiKey::CreatePartitions, 2, again).expect("decodes"), Decoded::CreatePartitions(fixed));
+    }
 
     #[test]
     fn metadata_brokers_are_rewritten_and_round_trip() {

@@ -885,6 +885,58 @@ mod tests {
         session.await.expect("session task").expect("a clean close");
     }
 
+    /// A broker's Metadata response that claims 4 billion brokers in nine bytes fails to decode:
+    /// the session that got it ends with that error (its client's connection closes, as for any
+    /// undecodable response) and the process lives on. `kafka-protocol` reserves the claimed count
+    /// before reading an entry, which the system allocator refuses with an abort of the whole
+    /// proxy; the crate's allocator (src/lib.rs) does not.
+    #[tokio::test]
+    async fn a_broker_response_with_an_impossible_array_count_ends_its_session_not_the_process() {
+        let shared = Shared::for_tests(ProxySettings::for_bootstrap("127.0.0.1:1"), None);
+        let (client, proxy_client) = tokio::io::duplex(1 << 16);
+        let (proxy_upstream, broker_side) = tokio::io::duplex(1 << 16);
+        let session = {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                serve_streams(&shared, tokio::io::split(proxy_client), tokio::io::split(proxy_upstream), "fake-broker:9092", &CancellationToken::new()).await
+            })
+        };
+        let broker = tokio::spawn(async move {
+            let (read, mut write) = tokio::io::split(broker_side);
+            let mut frames = FramedRead::new(read, FrameDecoder::new(1 << 20));
+            let frame = frames.next().await.expect("a request").expect("a frame");
+            let head = RequestHead::parse(&frame).expect("a request head");
+            assert_eq!((head.api_key, head.api_version), (ApiKey::Metadata as i16, 12));
+            let mut response = 14i32.to_be_bytes().to_vec();
+            response.extend_from_slice(&head.correlation_id.to_be_bytes());
+            response.push(0); // header tagged fields
+            response.extend_from_slice(&[0, 0, 0, 0]); // throttle_time_ms
+            response.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]); // brokers: u32::MAX - 1, none sent
+            write.write_all(&response).await.expect("respond");
+            (frames, write)
+        });
+        let (mut client_read, mut client_write) = tokio::io::split(client);
+        let header = kafka_protocol::messages::RequestHeader::default()
+            .with_request_api_key(ApiKey::Metadata as i16)
+            .with_request_api_version(12)
+            .with_correlation_id(5);
+        let mut request = bytes::BytesMut::new();
+        kafka_protocol::protocol::Encodable::encode(&header, &mut request, 2).expect("header");
+        kafka_protocol::protocol::Encodable::encode(&kafka_protocol::messages::MetadataRequest::default(), &mut request, 12).expect("body");
+        client_write.write_all(&(request.len() as i32).to_be_bytes()).await.expect("send");
+        client_write.write_all(&request).await.expect("send");
+
+        match session.await.expect("session task") {
+            Err(SessionError::Rewrite { source: super::super::rewrite::RewriteError::Decode { api_key: ApiKey::Metadata, api_version: 12, .. }, .. }) => {}
+            other => panic!("expected a decode error of the Metadata v12 response, got {other:?}"),
+        }
+        // The client got no response, only the close.
+        let mut rest = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut client_read, &mut rest).await.expect("read to the close");
+        assert!(rest.is_empty(), "{rest:?}");
+        drop(broker.await.expect("broker"));
+    }
+
     #[test]
     fn sasl_users() {
         assert_eq!(sasl_user("PLAIN", b"\0alice\0secret").as_deref(), Some("alice"));

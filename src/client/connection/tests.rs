@@ -152,6 +152,39 @@ async fn truncated_body_is_a_decode_error() {
     assert!(matches!(err, ConnectionError::Decode { api_key: ApiKey::Metadata, api_version: 12, .. }), "{err:?}");
 }
 
+/// A response that claims 4 billion brokers in nine bytes (what a corrupt or hostile source
+/// cluster could send) is a decode error of that request, and the connection keeps working: it
+/// must not abort the process. `kafka-protocol` reserves the claimed count up front, which the
+/// system allocator refuses (an abort); the crate's allocator (src/lib.rs) reserves it without
+/// committing it.
+#[tokio::test]
+async fn an_impossible_array_count_is_a_decode_error() {
+    let (conn, mut broker) = connected(ConnectionConfig::default()).await;
+    let conn = Arc::new(conn);
+    let pending = tokio::spawn({
+        let conn = conn.clone();
+        async move { conn.send(&metadata_request(), None).await }
+    });
+    let (_, _, cid) = read_request(&mut broker).await.unwrap();
+    let mut buf = BytesMut::new();
+    buf.put_i32(14);
+    buf.put_i32(cid);
+    buf.put_u8(0); // header tagged fields
+    buf.put_i32(0); // throttle_time_ms
+    buf.put_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]); // brokers: u32::MAX - 1 entries, none sent
+    broker.write_all(&buf).await.unwrap();
+    let err = pending.await.unwrap().unwrap_err();
+    assert!(matches!(err, ConnectionError::Decode { api_key: ApiKey::Metadata, api_version: 12, .. }), "{err:?}");
+    // The frame was whole, so the connection is still in step: the next request is answered.
+    let next = tokio::spawn({
+        let conn = conn.clone();
+        async move { conn.send(&metadata_request(), None).await }
+    });
+    let (_, _, cid) = read_request(&mut broker).await.unwrap();
+    broker.write_all(&response_frame(cid, 1, &MetadataResponse::default(), 12)).await.unwrap();
+    next.await.unwrap().expect("the next request is answered");
+}
+
 #[tokio::test]
 async fn unknown_error_code_in_handshake_is_typed() {
     let (client, mut broker) = tokio::io::duplex(1 << 16);
