@@ -11,7 +11,7 @@
 //! src/proxy/requests.rs.
 #![no_main]
 
-use kafka_mirror_proxy::proxy::{ParseRequestError, parse_request};
+use kafka_mirror_proxy::proxy::{ParseError, parse_request};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
 
 /// Malformed requests are expected; two readings of the same bytes disagreeing never are.
 fn check(frame: &[u8], cut: usize) {
-    if let Err(ParseRequestError::Inconsistent(what)) = parse_request(frame, cut) {
+    if let Err(ParseError::Inconsistent(what)) = parse_request(frame, cut) {
         panic!("{what}");
     }
 }

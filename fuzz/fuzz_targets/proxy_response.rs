@@ -12,7 +12,7 @@
 //! they found.
 #![no_main]
 
-use kafka_mirror_proxy::proxy::{ParseRequestError, parse_response};
+use kafka_mirror_proxy::proxy::{ParseError, parse_response};
 use libfuzzer_sys::fuzz_target;
 
 /// Produce, Fetch, Metadata, FindCoordinator, ApiVersions, DeleteRecords, AlterConfigs,
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     let api_key = KEYS[usize::from(data[0]) % KEYS.len()];
     let api_version = i16::from(data[1] % 20);
     let host_len = usize::from(data[2] % 64);
-    if let Err(ParseRequestError::Inconsistent(what)) = parse_response(api_key, api_version, &data[3..], host_len) {
+    if let Err(ParseError::Inconsistent(what)) = parse_response(api_key, api_version, &data[3..], host_len) {
         panic!("{what}");
     }
 });

@@ -69,19 +69,19 @@ pub use wire::{RequestHead, WireError};
 /// never panics or aborts, whatever the bytes.
 ///
 /// # Errors
-/// [`ParseRequestError::Malformed`] for bytes the walks or the decode refuse;
-/// [`ParseRequestError::Inconsistent`] when a rewritten tail has another length than the broker's,
+/// [`ParseError::Malformed`] for bytes the walks or the decode refuse;
+/// [`ParseError::Inconsistent`] when a rewritten tail has another length than the broker's,
 /// a rewritten share body does not walk again to the mapped endpoints, or a decoded, rewritten and
 /// re-encoded response does not decode again to the same value.
-pub fn parse_response(api_key: i16, api_version: i16, body: &[u8], host_len: usize) -> Result<(), ParseRequestError> {
+pub fn parse_response(api_key: i16, api_version: i16, body: &[u8], host_len: usize) -> Result<(), ParseError> {
     use kafka_protocol::messages::ApiKey;
-    let malformed = |e: WireError| ParseRequestError::Malformed(e.to_string());
+    let malformed = |e: WireError| ParseError::Malformed(e.to_string());
     let nodes = |found: Vec<rewrite::BrokerEndpoint>| -> std::collections::HashMap<i32, rewrite::Endpoint> {
         found.into_iter().map(|(id, _, _)| (id, rewrite::Endpoint { host: "h".repeat(host_len), port: id.wrapping_add(9000) })).collect()
     };
     match ApiKey::try_from(api_key) {
         Ok(ApiKey::Produce) => {
-            if let Err(e @ ParseRequestError::Inconsistent(_)) = decode_whole(ApiKey::Produce, api_version, body, &nodes) {
+            if let Err(e @ ParseError::Inconsistent(_)) = decode_whole(ApiKey::Produce, api_version, body, &nodes) {
                 return Err(e);
             }
             rewrite::produce_has_node_endpoints(body, api_version).map(drop).map_err(malformed)
@@ -89,7 +89,7 @@ pub fn parse_response(api_key: i16, api_version: i16, body: &[u8], host_len: usi
         Ok(ApiKey::Fetch) => {
             let _ = rewrite::fetch_has_node_endpoints(body);
             // The same bytes as a whole body, and below as a streamed response's tail.
-            if let Err(e @ ParseRequestError::Inconsistent(_)) = decode_whole(ApiKey::Fetch, api_version, body, &nodes) {
+            if let Err(e @ ParseError::Inconsistent(_)) = decode_whole(ApiKey::Fetch, api_version, body, &nodes) {
                 return Err(e);
             }
             // `body` as the tail of a streamed response (what follows the last partition).
@@ -97,14 +97,14 @@ pub fn parse_response(api_key: i16, api_version: i16, body: &[u8], host_len: usi
             let map = nodes(found.iter().map(rewrite::node_endpoints::NodeEndpoint::broker_endpoint).collect());
             let (tail, dropped) = stream::rewrite_tail(body, &map).map_err(malformed)?;
             if tail.len() != body.len() {
-                return Err(ParseRequestError::Inconsistent("a rewritten tail changed length"));
+                return Err(ParseError::Inconsistent("a rewritten tail changed length"));
             }
             let mut want = found;
             rewrite::node_endpoints::apply(&mut want, &map);
             match (stream::node_endpoints(&tail), dropped) {
                 (Ok(None), true) => Ok(()),
                 (Ok(Some(got)), false) if got == want => Ok(()),
-                _ => Err(ParseRequestError::Inconsistent("a rewritten tail does not read back as the mapped endpoints")),
+                _ => Err(ParseError::Inconsistent("a rewritten tail does not read back as the mapped endpoints")),
             }
         }
         Ok(key @ (ApiKey::ShareFetch | ApiKey::ShareAcknowledge)) => {
@@ -115,7 +115,7 @@ pub fn parse_response(api_key: i16, api_version: i16, body: &[u8], host_len: usi
             share.write_body(&mut out);
             match rewrite::ShareResponse::walk(key, api_version, out.freeze()) {
                 Ok(again) if again.broker_endpoints() == share.broker_endpoints() => Ok(()),
-                _ => Err(ParseRequestError::Inconsistent("a rewritten share response does not walk back to the mapped endpoints")),
+                _ => Err(ParseError::Inconsistent("a rewritten share response does not walk back to the mapped endpoints")),
             }
         }
         Ok(
@@ -142,25 +142,24 @@ fn decode_whole(
     api_version: i16,
     body: &[u8],
     nodes: &dyn Fn(Vec<rewrite::BrokerEndpoint>) -> std::collections::HashMap<i32, rewrite::Endpoint>,
-) -> Result<(), ParseRequestError> {
+) -> Result<(), ParseError> {
     if !is_supported(api_key, api_version) {
         return Ok(());
     }
-    let mut decoded =
-        rewrite::Decoded::decode(api_key, api_version, bytes::Bytes::copy_from_slice(body)).map_err(|e| ParseRequestError::Malformed(e.to_string()))?;
+    let mut decoded = rewrite::Decoded::decode(api_key, api_version, bytes::Bytes::copy_from_slice(body)).map_err(|e| ParseError::Malformed(e.to_string()))?;
     decoded.apply_endpoints(&nodes(decoded.broker_endpoints()));
     // An encode error is a refusal the session reports (RewriteError::Encode), not a disagreement.
-    let frame = decoded.encode(api_key, api_version, 7).map_err(|e| ParseRequestError::Malformed(e.to_string()))?;
+    let frame = decoded.encode(api_key, api_version, 7).map_err(|e| ParseError::Malformed(e.to_string()))?;
     let again = rewrite::split_response(frame, api_key, api_version).and_then(|(_, body)| rewrite::Decoded::decode(api_key, api_version, body));
     match again {
         Ok(again) if again == decoded => Ok(()),
-        _ => Err(ParseRequestError::Inconsistent("a re-encoded response does not decode to what was encoded")),
+        _ => Err(ParseError::Inconsistent("a re-encoded response does not decode to what was encoded")),
     }
 }
 
 /// Why [`parse_request`] or [`parse_response`] gave up.
 #[derive(Debug, thiserror::Error)]
-pub enum ParseRequestError {
+pub enum ParseError {
     /// The bytes are not a request (or response) the proxy reads; a session that gets them closes its
     /// connection with a log line.
     #[error("{0}")]
@@ -177,12 +176,12 @@ pub enum ParseRequestError {
 /// whatever the bytes.
 ///
 /// # Errors
-/// [`ParseRequestError::Malformed`] with the first problem found; [`ParseRequestError::Inconsistent`]
+/// [`ParseError::Malformed`] with the first problem found; [`ParseError::Inconsistent`]
 /// when the rebuilt request differs from `frame`, or the head read alone does not give what the
 /// whole scan does.
-pub fn parse_request(frame: &[u8], cut: usize) -> Result<RequestHead, ParseRequestError> {
+pub fn parse_request(frame: &[u8], cut: usize) -> Result<RequestHead, ParseError> {
     use kafka_protocol::messages::ApiKey;
-    let malformed = |e: WireError| ParseRequestError::Malformed(e.to_string());
+    let malformed = |e: WireError| ParseError::Malformed(e.to_string());
     let head = RequestHead::parse(frame).map_err(malformed)?;
     if head.api_key == ApiKey::Produce as i16 {
         // Whatever part of a request has arrived, reading its head alone must not panic.
@@ -190,18 +189,18 @@ pub fn parse_request(frame: &[u8], cut: usize) -> Result<RequestHead, ParseReque
     }
     if let Ok(api_key) = ApiKey::try_from(head.api_key) {
         if requests::scan_range(api_key).is_some() {
-            let scanned = requests::scan_request(frame, api_key, head.api_version).map_err(|e| ParseRequestError::Malformed(e.to_string()))?;
+            let scanned = requests::scan_request(frame, api_key, head.api_version).map_err(|e| ParseError::Malformed(e.to_string()))?;
             let keep = vec![requests::Keep::All; scanned.entries.len()];
             if requests::rebuild(frame, &scanned, &keep) != frame {
-                return Err(ParseRequestError::Inconsistent("rebuilding the request changed it"));
+                return Err(ParseError::Inconsistent("rebuilding the request changed it"));
             }
             if api_key == ApiKey::Produce {
                 let Ok(prefix) = requests::produce_prefix(frame, head.api_version) else {
-                    return Err(ParseRequestError::Inconsistent("the head alone is unreadable in a readable Produce request"));
+                    return Err(ParseError::Inconsistent("the head alone is unreadable in a readable Produce request"));
                 };
                 let first = scanned.entries.first().map(|e| &e.topic);
                 if prefix.topics != scanned.entries.len() || prefix.first_topic.as_ref() != first || Some(prefix.acks) != scanned.acks {
-                    return Err(ParseRequestError::Inconsistent("the head read alone disagrees with the whole Produce request"));
+                    return Err(ParseError::Inconsistent("the head read alone disagrees with the whole Produce request"));
                 }
             }
         }

@@ -414,13 +414,13 @@ pub(crate) mod tests {
     /// disagreement between the two readings.
     #[test]
     fn parse_request_reads_real_produce_requests_consistently() {
-        use crate::proxy::{ParseRequestError, parse_request};
+        use crate::proxy::{ParseError, parse_request};
         for v in 3..=13 {
             let frame = encode(&produce(v, &[("a", &[0, 1]), ("b", &[1])]), v, 7);
             for cut in 0..=frame.len() {
                 assert!(parse_request(&frame, cut).is_ok(), "v{v}, head cut at {cut}");
                 let short = parse_request(&frame[..cut], cut);
-                assert!(!matches!(short, Err(ParseRequestError::Inconsistent(_))), "v{v}, frame cut at {cut}: {short:?}");
+                assert!(!matches!(short, Err(ParseError::Inconsistent(_))), "v{v}, frame cut at {cut}: {short:?}");
             }
         }
     }
@@ -525,7 +525,7 @@ pub(crate) mod tests {
                 // The fuzz target's checks: a scanned request rebuilds to its own bytes, and a
                 // Produce head read alone agrees with the whole scan.
                 let parsed = crate::proxy::parse_request(&frame, cut);
-                proptest::prop_assert!(!matches!(parsed, Err(crate::proxy::ParseRequestError::Inconsistent(_))), "{:?}", parsed);
+                proptest::prop_assert!(!matches!(parsed, Err(crate::proxy::ParseError::Inconsistent(_))), "{:?}", parsed);
             }
         }
     }
@@ -538,7 +538,7 @@ pub(crate) mod tests {
         let frame = [0, 44, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0x40, 0];
         let err = scan_request(&frame, ApiKey::IncrementalAlterConfigs, 1).unwrap_err();
         assert!(matches!(err, ScanError::Malformed { source: WireError::UnexpectedNull { what: "entries", offset: 11 }, .. }), "{err:?}");
-        assert!(matches!(crate::proxy::parse_request(&frame, 0), Err(crate::proxy::ParseRequestError::Malformed(_))));
+        assert!(matches!(crate::proxy::parse_request(&frame, 0), Err(crate::proxy::ParseError::Malformed(_))));
         // The same in a non-flexible version: a count of -1.
         let frame = [0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 255, 255, 0, 1, 0, 0, 0, 0, 255, 255, 255, 255];
         let err = scan_request(&frame, ApiKey::Produce, 3).unwrap_err();
