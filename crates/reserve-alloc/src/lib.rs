@@ -119,8 +119,9 @@ mod tests {
     #[global_allocator]
     static ALLOCATOR: ReserveLarge = ReserveLarge;
 
-    /// 400 GB (more than any test machine has in RAM and swap) is reserved, written at both ends
-    /// and freed. The system allocator refuses it under Linux's default overcommit heuristic.
+    /// 400 GB (more than any test machine has in RAM and swap) is reserved, written at its start
+    /// and freed, twice. The system allocator refuses it under Linux's default overcommit heuristic
+    /// (this test fails with `System` as the global allocator).
     #[test]
     #[cfg(target_os = "linux")]
     fn a_reservation_larger_than_memory_succeeds_and_is_freed() {
@@ -132,7 +133,7 @@ mod tests {
         assert_eq!(&v[..], &[7, 1, 2, 3]);
         assert!(v.capacity() >= size);
         drop(v);
-        // And again, so a leak of the first mapping would show as a second 400 GB of address space.
+        // And again, as `u64`s, after the first mapping was released.
         let mut w: Vec<u64> = Vec::new();
         w.try_reserve_exact(size / 8).expect("again");
         w.push(1);
