@@ -54,6 +54,12 @@ fn metadata_request() -> MetadataRequest {
     MetadataRequest::default().with_topics(Some(vec![]))
 }
 
+/// Sends a Metadata request on `conn` from a task of its own, so the test can play the broker.
+fn spawn_metadata(conn: &Arc<BrokerConnection>) -> tokio::task::JoinHandle<Result<MetadataResponse, ConnectionError>> {
+    let conn = conn.clone();
+    tokio::spawn(async move { conn.send(&metadata_request(), None).await })
+}
+
 #[tokio::test]
 async fn negotiates_highest_common_version() {
     let (conn, _broker) = connected(ConnectionConfig::default()).await;
@@ -70,14 +76,8 @@ async fn negotiates_highest_common_version() {
 async fn matches_out_of_order_responses_by_correlation_id() {
     let (conn, mut broker) = connected(ConnectionConfig::default()).await;
     let conn = Arc::new(conn);
-    let a = tokio::spawn({
-        let c = conn.clone();
-        async move { c.send(&metadata_request(), None).await }
-    });
-    let b = tokio::spawn({
-        let c = conn.clone();
-        async move { c.send(&metadata_request(), None).await }
-    });
+    let a = spawn_metadata(&conn);
+    let b = spawn_metadata(&conn);
     let (_, v1, c1) = read_request(&mut broker).await.unwrap();
     let (_, v2, c2) = read_request(&mut broker).await.unwrap();
     assert_eq!((v1, v2), (12, 12));
@@ -161,10 +161,7 @@ async fn truncated_body_is_a_decode_error() {
 async fn an_impossible_array_count_is_a_decode_error() {
     let (conn, mut broker) = connected(ConnectionConfig::default()).await;
     let conn = Arc::new(conn);
-    let pending = tokio::spawn({
-        let conn = conn.clone();
-        async move { conn.send(&metadata_request(), None).await }
-    });
+    let pending = spawn_metadata(&conn);
     let (_, _, cid) = read_request(&mut broker).await.unwrap();
     let mut buf = BytesMut::new();
     buf.put_i32(14);
@@ -176,10 +173,7 @@ async fn an_impossible_array_count_is_a_decode_error() {
     let err = pending.await.unwrap().unwrap_err();
     assert!(matches!(err, ConnectionError::Decode { api_key: ApiKey::Metadata, api_version: 12, .. }), "{err:?}");
     // The frame was whole, so the connection is still in step: the next request is answered.
-    let next = tokio::spawn({
-        let conn = conn.clone();
-        async move { conn.send(&metadata_request(), None).await }
-    });
+    let next = spawn_metadata(&conn);
     let (_, _, cid) = read_request(&mut broker).await.unwrap();
     broker.write_all(&response_frame(cid, 1, &MetadataResponse::default(), 12)).await.unwrap();
     next.await.unwrap().expect("the next request is answered");
