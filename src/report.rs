@@ -12,6 +12,12 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     out
 }
 
+/// What a caught panic said: its `&str` or `String` payload (what `panic!` with a message carries),
+/// else a placeholder.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str)).unwrap_or("a panic without a message")
+}
+
 #[cfg(test)]
 mod tests {
     #[derive(Debug, thiserror::Error)]
@@ -22,5 +28,16 @@ mod tests {
     fn joins_the_chain() {
         let e = Outer(std::io::Error::other("inner"));
         assert_eq!(super::error_chain(&e), "outer: inner");
+    }
+
+    #[test]
+    fn panic_messages_of_both_payload_kinds() {
+        let literal = std::panic::catch_unwind(|| panic!("literal")).unwrap_err();
+        assert_eq!(super::panic_message(&*literal), "literal");
+        let n = 7;
+        let formatted = std::panic::catch_unwind(|| panic!("formatted {n}")).unwrap_err();
+        assert_eq!(super::panic_message(&*formatted), "formatted 7");
+        let other = std::panic::catch_unwind(|| std::panic::panic_any(42_u8)).unwrap_err();
+        assert_eq!(super::panic_message(&*other), "a panic without a message");
     }
 }

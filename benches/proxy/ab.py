@@ -9,7 +9,7 @@ per run, and optionally end-to-end latency, directly and through each build, for
 BIN is a `kafka-mirror-proxy` binary (for example `git worktree add /tmp/before REV && cargo build
 --release` there, then /tmp/before/target/release/kafka-mirror-proxy). Starts a 1-broker destination
 with the test harness and both proxies. Then each round runs the load directly, through `before` and
-through `after`, in an order that alternates between rounds, and prints per round the MB/s and the
+through `after`, in an order that changes between rounds (see `order_of`), and prints per round the MB/s and the
 CPU (user + system) each proxy spent on its run, then the medians and, for each build, the ratios to
 direct paired within each round (median, mean with its 95% interval, range; pass the same binary as
 `before` and `after` to measure one build's loss against direct with two samples per round):
@@ -88,6 +88,18 @@ def latency_cell(name, addr, pid, topic, rate, cpu_label="proxy CPU"):
     return f"{name} p50 {lat['e2e_p50_us']:.2f} p99 {lat['e2e_p99_us']:.2f} p99.9 {lat['e2e_p999_us']:.2f} ms{cpu}"
 
 
+def order_of(paths, r):
+    """The order of the paths in round (or latency trial) `r`: the three rotations of (direct, before,
+    after), then the three of its reverse. So over every three rounds each path runs once first, once
+    in the middle and once last, and over six each runs right after each other path twice. (Until
+    2026-12-05 the order only alternated with its reverse, so `before` always ran in the middle and
+    `after` always at an end; the two proxies' tails then differed by position, even with one build
+    in both slots.)"""
+    names = list(paths) if (r // len(paths)) % 2 == 0 else list(reversed(paths))
+    k = r % len(names)
+    return names[k:] + names[:k]
+
+
 def paired_summary(label, ratios):
     """One line on the per-round ratios of two paths: median, mean with the 95% interval of the mean
     (normal approximation, so meaningful from about 10 rounds), and range. The paths of a round run
@@ -138,7 +150,7 @@ def main():
                 produce_mbps(paths[name][0], f"{topic}-warmup-{name}", 100_000)
         results = {name: [] for name in paths}
         for r in range(args.rounds):
-            order = list(paths) if r % 2 == 0 else list(reversed(paths))
+            order = order_of(paths, r)
             line = [f"round {r + 1}"]
             for name in order:
                 addr, pid = paths[name]
@@ -158,7 +170,7 @@ def main():
         for name in ("before", "after") if args.rounds else ():
             print(paired_summary(f"{name} / direct", [b["mbps"] / a["mbps"] for a, b in zip(results["direct"], results[name])]))
         for t in range(args.latency_trials):
-            order = list(paths) if t % 2 == 0 else list(reversed(paths))
+            order = order_of(paths, t)
             for rate in args.latency_rate:
                 cells = [latency_cell(name, *paths[name], f"ab-lat-{name}-{t}-{int(time.time())}", rate) for name in order]
                 print(f"latency trial {t + 1} at {rate}/s | " + " | ".join(cells), flush=True)

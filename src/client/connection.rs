@@ -469,11 +469,21 @@ fn encode_request<R: Request>(request: &R, api_key: ApiKey, version: i16, correl
 fn decode_response<R: Request>(addr: &str, api_key: ApiKey, version: i16, mut frame: Bytes) -> Result<R::Response, ConnectionError> {
     let decode_err = |message: String| ConnectionError::Decode { addr: addr.to_owned(), api_key, api_version: version, message };
     ResponseHeader::decode(&mut frame, <R::Response as HeaderVersion>::header_version(version)).map_err(|e| decode_err(format!("header: {e:#}")))?;
-    let response = R::Response::decode(&mut frame, version).map_err(|e| decode_err(format!("{e:#}")))?;
+    let response = unpanicked(|| R::Response::decode(&mut frame, version)).map_err(decode_err)?.map_err(|e| decode_err(format!("{e:#}")))?;
     if frame.has_remaining() {
         return Err(decode_err(format!("{} unexpected trailing bytes", frame.remaining())));
     }
     Ok(response)
+}
+
+/// `decode()`, with a panic turned into its message. Why: the decodes run in the caller's task (a
+/// replicator partition, the sync, the control plane), and `kafka-protocol` decodes bytes a broker
+/// sent, possibly one run by someone else. Fuzzing every API and version (`fuzz/fuzz_targets/
+/// client_response.rs`) has found no panic, but one would otherwise end the caller's task with no
+/// error to report; as a decode error it is reported and retried like any other. (`decode` owns
+/// nothing that outlives a panic: the frame is dropped with the error.)
+fn unpanicked<T>(decode: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)).map_err(|panic| format!("the decoder panicked: {}", crate::report::panic_message(&*panic)))
 }
 
 async fn read_loop<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut frames: FramedRead<R, FrameDecoder>) {

@@ -149,6 +149,10 @@ pub enum SessionError {
     /// Writing to the client failed.
     #[error("writing to the client failed")]
     ClientWrite(#[source] std::io::Error),
+    /// The session panicked: a bug in the proxy, never the client's fault. Only this connection
+    /// closes.
+    #[error("the session panicked: {message}")]
+    Panicked { message: String },
 }
 
 impl SessionError {

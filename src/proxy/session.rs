@@ -67,7 +67,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, trace, warn};
+use tracing::{Instrument, debug, error, info, trace, warn};
 
 use super::cancel::Cancelled;
 use super::error::SessionError;
@@ -145,14 +145,26 @@ pub(crate) async fn run_session(shared: Arc<Shared>, socket: TcpStream, peer: So
     super::sockopt::tune(&socket, shared.settings.tcp_congestion_control.as_deref());
     shared.metrics.connections_active.fetch_add(1, Ordering::Relaxed);
     inc(&shared.metrics.connections_total);
-    let result = serve(&shared, socket, target, &shutdown).await;
+    let result = unpanicked(serve(&shared, socket, target, &shutdown)).await;
     shared.metrics.connections_active.fetch_sub(1, Ordering::Relaxed);
     match result {
         Ok(()) => debug!("session closed"),
+        Err(error @ SessionError::Panicked { .. }) => error!(client.addr = %peer, error = %error, "session failed"),
         Err(error) if error.is_normal_close() => debug!(error = %error, "session closed"),
         Err(error) if error.is_client_fault() => warn!(client.addr = %peer, error = ?error, "closing client connection"),
         Err(error) => warn!(client.addr = %peer, error = ?error, "session failed"),
     }
+}
+
+/// `serve`, with a panic turned into [`SessionError::Panicked`]. Without it, a panic would still
+/// close only this connection (its task ends, its sockets are dropped), but the active-connections
+/// gauge would never come down, and the log would lack the client's address.
+async fn unpanicked(serve: impl Future<Output = Result<(), SessionError>>) -> Result<(), SessionError> {
+    use futures_util::FutureExt as _;
+    std::panic::AssertUnwindSafe(serve)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(SessionError::Panicked { message: crate::report::panic_message(&*panic).to_owned() }))
 }
 
 async fn serve(shared: &Arc<Shared>, socket: TcpStream, target: Target, shutdown: &CancellationToken) -> Result<(), SessionError> {
@@ -947,5 +959,18 @@ mod tests {
         // A SCRAM client-final message has no user.
         assert_eq!(sasl_user("SCRAM-SHA-512", b"c=biws,r=abc,p=xyz"), None);
         assert_eq!(sasl_user("GSSAPI", b"whatever"), None);
+    }
+
+    /// A panic in a session becomes its error (the proxy's fault, logged as an error), and a session
+    /// that ends is passed through.
+    #[tokio::test]
+    async fn a_panicking_session_is_a_session_error() {
+        async fn panics() -> Result<(), SessionError> {
+            panic!("slice index starts at 9 but ends at 4")
+        }
+        let err = unpanicked(panics()).await.unwrap_err();
+        assert!(matches!(&err, SessionError::Panicked { message } if message == "slice index starts at 9 but ends at 4"), "{err:?}");
+        assert!(!err.is_client_fault() && !err.is_normal_close());
+        assert!(unpanicked(async { Ok(()) }).await.is_ok());
     }
 }

@@ -31,6 +31,10 @@ pub enum ReplicationError {
         #[source]
         source: ClientError,
     },
+    /// A task of the partition ended without reporting why: it panicked (a bug, with its message),
+    /// or stopped on its own. Not retried: what failed once would fail again.
+    #[error("internal error: {detail}")]
+    Internal { detail: String },
     /// The source or the destination failed in a way that can pass (unreachable, leader moving).
     #[error("{side} cluster unavailable")]
     Unavailable {

@@ -118,7 +118,7 @@ impl Replicator {
         for p in from..described.partitions {
             let status = self.status_entry(&described.name, p, PartitionState::Preparing);
             let copier = PartitionCopier::new(self.shared.clone(), described.clone(), p, status);
-            self.tasks.spawn(copier.run(self.cancel.child_token()));
+            self.tasks.spawn(partition::run_guarded(copier, self.cancel.child_token()));
         }
     }
 

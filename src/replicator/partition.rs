@@ -1,6 +1,7 @@
 //! One mirrored partition: PREPARING (resume point, producer state, tail check), then MIRRORING
 //! (plan and write each fetched batch at its source offset), FAILED with a reason when the
-//! destination diverges or the source changes identity.
+//! destination diverges or the source changes identity, or when a task of the partition panics (a
+//! bug: the partition then shows the panic's message instead of its last state with nothing running).
 //!
 //! ```text
 //!   Fetcher task ──Fetched (bounded queue, shared byte budget)──► PartitionCopier
@@ -154,8 +155,7 @@ impl PartitionCopier {
         };
         let fetch_cancel = cancel.child_token();
         let _stop_fetcher = fetch_cancel.clone().drop_guard();
-        let fetch_task = tokio::spawn(fetcher.run(fetch_from, tx, fetch_cancel));
-        let _abort = AbortOnDrop(fetch_task);
+        let mut fetch_task = AbortOnDrop(tokio::spawn(fetcher.run(fetch_from, tx, fetch_cancel)));
         if fetch_from > self.next_offset {
             self.fill(self.next_offset, fetch_from, true).await?;
             self.align_log_start(source_start).await?;
@@ -188,7 +188,12 @@ impl PartitionCopier {
                 }
             }
         }
-        Ok(())
+        // The fetcher ends on its own only when cancelled (so is this copy, which `run` then drops
+        // before it gets here) or after sending `Failed`; anything else is a bug to report.
+        if cancel.is_cancelled() {
+            return Ok(());
+        }
+        Err(ReplicationError::Internal { detail: fetcher_ended(&mut fetch_task.0).await })
     }
 
     /// Resume point: the destination's end offset, its producer state, and a check that its tail
@@ -473,6 +478,35 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Why a partition's fetcher task ended by itself: its panic's message, or that it stopped.
+async fn fetcher_ended(task: &mut tokio::task::JoinHandle<()>) -> String {
+    match task.await {
+        Err(e) if e.is_panic() => format!("the source fetcher panicked: {}", crate::report::panic_message(&*e.into_panic())),
+        Err(_) => "the source fetcher was cancelled".to_owned(),
+        Ok(()) => "the source fetcher stopped".to_owned(),
+    }
+}
+
+/// Runs `copier` to its end; if it panics, its partition goes FAILED with the panic's message
+/// (instead of showing its last state forever with nothing running). Other partitions are separate
+/// tasks and keep going.
+pub(super) async fn run_guarded(copier: PartitionCopier, cancel: CancellationToken) {
+    let status = copier.status.clone();
+    fail_on_panic(&status, copier.run(cancel)).await;
+}
+
+/// Runs `copy`; if it panics, the partition of `status` goes FAILED (not retried) with the message.
+async fn fail_on_panic(status: &Mutex<PartitionStatus>, copy: impl Future<Output = ()>) {
+    use futures_util::FutureExt as _;
+    if let Err(panic) = std::panic::AssertUnwindSafe(copy).catch_unwind().await {
+        let reason = ReplicationError::Internal { detail: format!("the partition's copier panicked: {}", crate::report::panic_message(&*panic)) }.reason();
+        let mut status = status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tracing::error!(topic = %status.topic, partition = status.partition, %reason, "partition FAILED");
+        status.retry_attempt = -1;
+        status.state = PartitionState::Failed { reason };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,5 +523,51 @@ mod tests {
             Reconciled::Retry(Write::Markers { offset, markers }) => assert_eq!((offset, markers.len()), (22, 2)),
             _ => panic!("expected a retry of the rest"),
         }
+    }
+
+    fn status() -> Mutex<PartitionStatus> {
+        Mutex::new(PartitionStatus {
+            topic: "t".to_owned(),
+            partition: 3,
+            state: PartitionState::Mirroring,
+            source_high_watermark: 10,
+            source_last_stable_offset: 10,
+            destination_offset: 7,
+            retry_attempt: 0,
+        })
+    }
+
+    async fn panics(message: &'static str) {
+        panic!("{message}")
+    }
+
+    /// A copier that panics leaves its partition FAILED with the message, not retried; one that
+    /// returns leaves the state it set.
+    #[tokio::test]
+    async fn a_panicking_copier_fails_its_partition() {
+        let panicked = status();
+        fail_on_panic(&panicked, panics("offset arithmetic overflowed")).await;
+        let panicked = panicked.into_inner().unwrap();
+        assert_eq!(
+            panicked.state,
+            PartitionState::Failed { reason: "internal error: the partition's copier panicked: offset arithmetic overflowed".to_owned() }
+        );
+        assert_eq!((panicked.retry_attempt, panicked.destination_offset), (-1, 7));
+
+        let returned = status();
+        fail_on_panic(&returned, async {}).await;
+        assert_eq!(returned.into_inner().unwrap().state, PartitionState::Mirroring);
+    }
+
+    /// Why a fetcher task ended: its panic's message, or that it stopped or was aborted.
+    #[tokio::test]
+    async fn why_a_fetcher_ended() {
+        let mut panicked = tokio::spawn(panics("no leader"));
+        assert_eq!(fetcher_ended(&mut panicked).await, "the source fetcher panicked: no leader");
+        let mut stopped = tokio::spawn(async {});
+        assert_eq!(fetcher_ended(&mut stopped).await, "the source fetcher stopped");
+        let mut aborted = tokio::spawn(std::future::pending::<()>());
+        aborted.abort();
+        assert_eq!(fetcher_ended(&mut aborted).await, "the source fetcher was cancelled");
     }
 }

@@ -307,3 +307,12 @@ async fn sasl_refusal_is_typed_and_the_password_is_never_logged() {
         assert!(!text.contains("s3cret-pw"), "password leaked: {text}");
     }
 }
+
+/// A panic in a decode becomes an error naming it, and a decode that returns is passed through.
+/// (No response bytes are known to make `kafka-protocol` panic, so the guard is tested on its own.)
+#[test]
+fn a_panicking_decode_is_an_error() {
+    let err = super::unpanicked(|| -> u8 { panic!("index out of bounds") }).unwrap_err();
+    assert_eq!(err, "the decoder panicked: index out of bounds");
+    assert_eq!(super::unpanicked(|| 7), Ok(7));
+}
