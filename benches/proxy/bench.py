@@ -57,7 +57,9 @@ Smoke run (only checks that the script works; its numbers mean nothing):
     python3 benches/proxy/bench.py --records 20000 --latency-seconds 5 --rounds 1 --low-rate 500
 
 The proxy's own cost per request, independent of machine load, is measured by
-benches/proxy/request_cost.py (callgrind instruction counts).
+benches/proxy/request_cost.py (callgrind instruction counts). The p99 the proxy adds is measured
+with less of the machine's drift by benches/proxy/latency_interleaved.py (both paths in one run, in
+alternating 100 ms windows).
 """
 
 import argparse

@@ -14,6 +14,15 @@
 //
 // Prints one JSON line: sent (measured phase), sent_all (warm-up included), received, achieved rate,
 // e2e and ack p50/p99/p99.9/max in microseconds.
+//
+// With --bootstrap-b HOST:PORT --topic-b T2, the same process measures two paths in alternation: a
+// second producer and consumer pair on the second path, and the paced schedule of records goes to
+// the first path for --window-ms, then to the second for as long, and so on (warm-up included). The
+// load on the machine stays the same throughout; only the path changes. Each path's latencies go
+// into histograms of their own, so the two paths are compared over the same minutes: a slow phase
+// of a shared machine, which in back-to-back runs lands on one path only, is split between them.
+// The JSON line then has one object per path under "paths" (same keys), "rate_achieved" for both
+// together, and "sent_all".
 package main
 
 import (
@@ -67,28 +76,23 @@ func fail(what string, err error) {
 	os.Exit(1)
 }
 
-func main() {
-	bootstrap := flag.String("bootstrap", "", "bootstrap host:port")
-	topic := flag.String("topic", "", "an existing topic")
-	rate := flag.Int("rate", 5000, "records per second")
-	durationS := flag.Int("duration-s", 30, "measured seconds")
-	warmupS := flag.Int("warmup-s", 5, "warm-up seconds (not recorded)")
-	size := flag.Int("record-size", 1024, "value bytes (at least 16)")
-	lingerMs := flag.Int("linger-ms", 0, "producer linger, ms")
-	batchSize := flag.Int("batch-size", 16384, "largest producer batch, bytes")
-	flag.Parse()
-	if *bootstrap == "" || *topic == "" || *rate <= 0 {
-		fail("arguments", fmt.Errorf("--bootstrap, --topic and a positive --rate are required"))
-	}
-	recordSize := max(*size, 16)
-	base := time.Now()
+// One path: a producer and a consumer through one bootstrap address, and what they measured.
+type path struct {
+	producer, consumer *kgo.Client
+	e2e, ack           *recorder
+	received, sent     atomic.Int64
+	readerDone         chan struct{}
+}
 
+// openPath connects a producer and a consumer to `bootstrap` for `topic` and starts the consumer's
+// reader, which records each measured record's end-to-end latency until ctx is cancelled.
+func openPath(ctx context.Context, bootstrap, topic string, lingerMs, batchSize int, base time.Time) *path {
 	producer, err := kgo.NewClient(
-		kgo.SeedBrokers(*bootstrap),
+		kgo.SeedBrokers(bootstrap),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(time.Duration(*lingerMs)*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(int32(*batchSize)),
-		kgo.DefaultProduceTopic(*topic),
+		kgo.ProducerLinger(time.Duration(lingerMs)*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(int32(batchSize)),
+		kgo.DefaultProduceTopic(topic),
 		// Uncompressed, as the Java tool (franz-go compresses with snappy by default, which would
 		// shrink these mostly-zero values to a fraction of the bytes the Java tool moves).
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
@@ -96,10 +100,9 @@ func main() {
 	if err != nil {
 		fail("producer", err)
 	}
-	defer producer.Close()
 	consumer, err := kgo.NewClient(
-		kgo.SeedBrokers(*bootstrap),
-		kgo.ConsumeTopics(*topic),
+		kgo.SeedBrokers(bootstrap),
+		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
 		kgo.FetchMinBytes(1),
 		kgo.FetchMaxWait(100*time.Millisecond),
@@ -107,14 +110,9 @@ func main() {
 	if err != nil {
 		fail("consumer", err)
 	}
-	defer consumer.Close()
-
-	e2e, ack := newRecorder(), newRecorder()
-	var received, sent atomic.Int64
-	ctx, stop := context.WithCancel(context.Background())
-	readerDone := make(chan struct{})
+	p := &path{producer: producer, consumer: consumer, e2e: newRecorder(), ack: newRecorder(), readerDone: make(chan struct{})}
 	go func() {
-		defer close(readerDone)
+		defer close(p.readerDone)
 		for {
 			fetches := consumer.PollFetches(ctx)
 			if ctx.Err() != nil {
@@ -129,12 +127,67 @@ func main() {
 					return
 				}
 				if then := int64(binary.BigEndian.Uint64(r.Value)); then > 0 {
-					received.Add(1)
-					e2e.record(now - time.Duration(then))
+					p.received.Add(1)
+					p.e2e.record(now - time.Duration(then))
 				}
 			})
 		}
 	}()
+	return p
+}
+
+// result is the JSON object of one path's measurements.
+func (p *path) result() map[string]any {
+	e50, e99, e999, emax := p.e2e.percentiles()
+	a50, a99, a999, amax := p.ack.percentiles()
+	return map[string]any{
+		"sent":        p.sent.Load(),
+		"received":    p.received.Load(),
+		"e2e_p50_us":  e50,
+		"e2e_p99_us":  e99,
+		"e2e_p999_us": e999,
+		"e2e_max_us":  emax,
+		"ack_p50_us":  a50,
+		"ack_p99_us":  a99,
+		"ack_p999_us": a999,
+		"ack_max_us":  amax,
+	}
+}
+
+func main() {
+	bootstrap := flag.String("bootstrap", "", "bootstrap host:port")
+	topic := flag.String("topic", "", "an existing topic")
+	rate := flag.Int("rate", 5000, "records per second")
+	durationS := flag.Int("duration-s", 30, "measured seconds")
+	warmupS := flag.Int("warmup-s", 5, "warm-up seconds (not recorded)")
+	size := flag.Int("record-size", 1024, "value bytes (at least 16)")
+	lingerMs := flag.Int("linger-ms", 0, "producer linger, ms")
+	batchSize := flag.Int("batch-size", 16384, "largest producer batch, bytes")
+	bootstrapB := flag.String("bootstrap-b", "", "a second path's bootstrap host:port, measured in alternation")
+	topicB := flag.String("topic-b", "", "the second path's existing topic")
+	windowMs := flag.Int("window-ms", 100, "with a second path: how long each path has the schedule in turn")
+	flag.Parse()
+	if *bootstrap == "" || *topic == "" || *rate <= 0 {
+		fail("arguments", fmt.Errorf("--bootstrap, --topic and a positive --rate are required"))
+	}
+	if (*bootstrapB == "") != (*topicB == "") || *windowMs <= 0 {
+		fail("arguments", fmt.Errorf("--bootstrap-b and --topic-b go together, and --window-ms must be positive"))
+	}
+	recordSize := max(*size, 16)
+	base := time.Now()
+
+	ctx, stop := context.WithCancel(context.Background())
+	paths := []*path{openPath(ctx, *bootstrap, *topic, *lingerMs, *batchSize, base)}
+	if *bootstrapB != "" {
+		paths = append(paths, openPath(ctx, *bootstrapB, *topicB, *lingerMs, *batchSize, base))
+	}
+	defer func() {
+		for _, p := range paths {
+			p.producer.Close()
+			p.consumer.Close()
+		}
+	}()
+	window := time.Duration(*windowMs) * time.Millisecond
 	// The consumer starts at the end of each partition once it has looked the ends up, which the
 	// warm-up (its records carry -1) leaves time for.
 
@@ -162,57 +215,58 @@ func main() {
 			// Records the warm-up fell behind on are not sent in a burst: the schedule restarts now.
 			measuring = true
 			next = now.Add(interval)
-			e2e.reset()
-			ack.reset()
-			received.Store(0)
+			for _, p := range paths {
+				p.e2e.reset()
+				p.ack.reset()
+				p.received.Store(0)
+			}
 			measuredStart = now
 		}
+		p := paths[int(now.Sub(start)/window)%len(paths)]
 		value := make([]byte, recordSize)
 		sendAt := time.Since(base)
 		stamp := int64(-1)
 		if measure {
 			stamp = int64(sendAt)
-			sent.Add(1)
+			p.sent.Add(1)
 		}
 		binary.BigEndian.PutUint64(value, uint64(stamp))
 		sentAll++
-		producer.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+		p.producer.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "proxy-latency: send failed: %v\n", err)
 				return
 			}
 			if measure {
-				ack.record(time.Since(base) - sendAt)
+				p.ack.record(time.Since(base) - sendAt)
 			}
 		})
 	}
-	if err := producer.Flush(ctx); err != nil {
-		fail("flush", err)
+	for _, p := range paths {
+		if err := p.producer.Flush(ctx); err != nil {
+			fail("flush", err)
+		}
 	}
 	measuredEnd := time.Now()
 	// Give the consumer time to read the last records (as the Java tool does).
 	time.Sleep(2 * time.Second)
 	stop()
-	<-readerDone
-
-	e50, e99, e999, emax := e2e.percentiles()
-	a50, a99, a999, amax := ack.percentiles()
-	seconds := measuredEnd.Sub(measuredStart).Seconds()
-	out := map[string]any{
-		"rate_target":   *rate,
-		"sent":          sent.Load(),
-		"sent_all":      sentAll,
-		"received":      received.Load(),
-		"rate_achieved": float64(sent.Load()) / seconds,
-		"e2e_p50_us":    e50,
-		"e2e_p99_us":    e99,
-		"e2e_p999_us":   e999,
-		"e2e_max_us":    emax,
-		"ack_p50_us":    a50,
-		"ack_p99_us":    a99,
-		"ack_p999_us":   a999,
-		"ack_max_us":    amax,
+	sentMeasured := int64(0)
+	for _, p := range paths {
+		<-p.readerDone
+		sentMeasured += p.sent.Load()
 	}
+
+	seconds := measuredEnd.Sub(measuredStart).Seconds()
+	var out map[string]any
+	if len(paths) == 1 {
+		out = paths[0].result()
+	} else {
+		out = map[string]any{"paths": []map[string]any{paths[0].result(), paths[1].result()}, "window_ms": *windowMs}
+	}
+	out["rate_target"] = *rate
+	out["sent_all"] = sentAll
+	out["rate_achieved"] = float64(sentMeasured) / seconds
 	line, _ := json.Marshal(out)
 	fmt.Println(string(line))
 }
