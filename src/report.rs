@@ -18,6 +18,18 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
     payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str)).unwrap_or("a panic without a message")
 }
 
+/// `f()`, or what it said if it panicked. For work whose panic must become an error to report
+/// (callers own nothing that outlives the panic).
+pub fn catch_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| panic_message(&*panic).to_owned())
+}
+
+/// `work`'s output, or what it said if it panicked while polled (see [`catch_panic`]).
+pub async fn catch_panic_async<T>(work: impl Future<Output = T>) -> Result<T, String> {
+    use futures_util::FutureExt as _;
+    std::panic::AssertUnwindSafe(work).catch_unwind().await.map_err(|panic| panic_message(&*panic).to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     #[derive(Debug, thiserror::Error)]

@@ -483,7 +483,7 @@ fn decode_response<R: Request>(addr: &str, api_key: ApiKey, version: i16, mut fr
 /// error to report; as a decode error it is reported and retried like any other. (`decode` owns
 /// nothing that outlives a panic: the frame is dropped with the error.)
 fn unpanicked<T>(decode: impl FnOnce() -> T) -> Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)).map_err(|panic| format!("the decoder panicked: {}", crate::report::panic_message(&*panic)))
+    crate::report::catch_panic(decode).map_err(|message| format!("the decoder panicked: {message}"))
 }
 
 async fn read_loop<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut frames: FramedRead<R, FrameDecoder>) {

@@ -160,11 +160,7 @@ pub(crate) async fn run_session(shared: Arc<Shared>, socket: TcpStream, peer: So
 /// close only this connection (its task ends, its sockets are dropped), but the active-connections
 /// gauge would never come down, and the log would lack the client's address.
 async fn unpanicked(serve: impl Future<Output = Result<(), SessionError>>) -> Result<(), SessionError> {
-    use futures_util::FutureExt as _;
-    std::panic::AssertUnwindSafe(serve)
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|panic| Err(SessionError::Panicked { message: crate::report::panic_message(&*panic).to_owned() }))
+    crate::report::catch_panic_async(serve).await.unwrap_or_else(|message| Err(SessionError::Panicked { message }))
 }
 
 async fn serve(shared: &Arc<Shared>, socket: TcpStream, target: Target, shutdown: &CancellationToken) -> Result<(), SessionError> {

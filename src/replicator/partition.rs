@@ -497,9 +497,8 @@ pub(super) async fn run_guarded(copier: PartitionCopier, cancel: CancellationTok
 
 /// Runs `copy`; if it panics, the partition of `status` goes FAILED (not retried) with the message.
 async fn fail_on_panic(status: &Mutex<PartitionStatus>, copy: impl Future<Output = ()>) {
-    use futures_util::FutureExt as _;
-    if let Err(panic) = std::panic::AssertUnwindSafe(copy).catch_unwind().await {
-        let reason = ReplicationError::Internal { detail: format!("the partition's copier panicked: {}", crate::report::panic_message(&*panic)) }.reason();
+    if let Err(message) = crate::report::catch_panic_async(copy).await {
+        let reason = ReplicationError::Internal { detail: format!("the partition's copier panicked: {message}") }.reason();
         let mut status = status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         tracing::error!(topic = %status.topic, partition = status.partition, %reason, "partition FAILED");
         status.retry_attempt = -1;
