@@ -59,6 +59,9 @@ async fn start_control_plane(settings: &ProxySettings) -> Result<(Arc<MirrorMana
     let config = MirrorManagerConfig {
         state_topic: settings.mirror_state_topic.clone(),
         secret_key: settings.mirror_secret.as_deref().map(SecretKey::derive),
+        instance_id: membership.instance.clone(),
+        fetchers_per_broker: settings.mirror_fetchers_per_broker,
+        buffer_bytes: settings.mirror_buffer_bytes,
         membership,
         ..MirrorManagerConfig::default()
     };

@@ -6,17 +6,17 @@
 //! [`Client::write_txn_markers`] never retry, because repeating an ambiguous write could duplicate
 //! data: the replicator reconciles instead (spec §3, "Strict order, no blind retries").
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
     ApiKey, BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeProducersRequest, FetchRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
+    DescribeProducersRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
     WriteTxnMarkersRequest,
 };
 use kafka_protocol::messages::{
-    create_partitions_request, create_topics_request, delete_records_request, describe_configs_request, describe_producers_request, fetch_request,
+    create_partitions_request, create_topics_request, delete_records_request, describe_configs_request, describe_producers_request,
     incremental_alter_configs_request, list_offsets_request, produce_request, write_txn_markers_request,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -26,15 +26,15 @@ use super::cluster::{BrokerInfo, Client};
 use super::error::{ClientError, Target};
 use crate::protocol::ErrorCode;
 
-fn topic_name(t: &str) -> TopicName {
+pub(super) fn topic_name(t: &str) -> TopicName {
     TopicName(StrBytes::from_string(t.to_owned()))
 }
 
-fn partition_target(broker: i32, topic: &str, partition: i32) -> Target {
+pub(super) fn partition_target(broker: i32, topic: &str, partition: i32) -> Target {
     Target { broker: Some(broker), topic: Some(topic.to_owned()), partition: Some(partition) }
 }
 
-fn broker_error(api_key: ApiKey, target: Target, code: i16, message: Option<&StrBytes>) -> Result<(), ClientError> {
+pub(super) fn broker_error(api_key: ApiKey, target: Target, code: i16, message: Option<&StrBytes>) -> Result<(), ClientError> {
     match ErrorCode::try_from_code(code) {
         None => Ok(()),
         Some(code) => Err(ClientError::Broker { api_key, target, code, message: message.map(|m| m.to_string()) }),
@@ -52,7 +52,7 @@ pub enum IsolationLevel {
 }
 
 impl IsolationLevel {
-    fn code(self) -> i8 {
+    pub(super) fn code(self) -> i8 {
         match self {
             Self::ReadUncommitted => 0,
             Self::ReadCommitted => 1,
@@ -72,103 +72,12 @@ pub enum OffsetSpec {
 }
 
 impl OffsetSpec {
-    fn timestamp(self) -> i64 {
+    pub(super) fn timestamp(self) -> i64 {
         match self {
             Self::Earliest => -2,
             Self::Latest => -1,
             Self::Timestamp(t) => t,
         }
-    }
-}
-
-/// One partition to fetch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchPartitionSpec {
-    /// Topic name.
-    pub topic: String,
-    /// Partition index.
-    pub partition: i32,
-    /// First offset wanted.
-    pub fetch_offset: i64,
-    /// Cap on this partition's data, bytes.
-    pub partition_max_bytes: i32,
-}
-
-/// A Fetch request to one broker.
-#[derive(Debug, Clone)]
-pub struct FetchSpec {
-    /// Partitions (all led by the target broker).
-    pub partitions: Vec<FetchPartitionSpec>,
-    /// Isolation level.
-    pub isolation: IsolationLevel,
-    /// How long the broker may wait for `min_bytes`.
-    pub max_wait: Duration,
-    /// Bytes the broker waits for before answering.
-    pub min_bytes: i32,
-    /// Cap on the whole response, bytes.
-    pub max_bytes: i32,
-}
-
-impl FetchSpec {
-    /// A fetch of one partition that answers at once.
-    pub fn single(topic: &str, partition: i32, fetch_offset: i64, isolation: IsolationLevel, max_bytes: i32) -> Self {
-        Self {
-            partitions: vec![FetchPartitionSpec { topic: topic.to_owned(), partition, fetch_offset, partition_max_bytes: max_bytes }],
-            isolation,
-            max_wait: Duration::ZERO,
-            min_bytes: 0,
-            max_bytes,
-        }
-    }
-}
-
-/// What a Fetch returned for one partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchedPartition {
-    /// Topic name.
-    pub topic: String,
-    /// Partition index.
-    pub partition: i32,
-    /// Partition-level error, if any (records are then empty).
-    pub error: Option<ErrorCode>,
-    /// High watermark.
-    pub high_watermark: i64,
-    /// Last stable offset (-1 if the broker did not say).
-    pub last_stable_offset: i64,
-    /// Log start offset (-1 if the broker did not say).
-    pub log_start_offset: i64,
-    /// Aborted transactions in the returned range: `(producer id, first offset)` (read_committed).
-    pub aborted_transactions: Vec<(i64, i64)>,
-    /// Raw record batches; the last one may be cut off.
-    pub records: Bytes,
-}
-
-/// Incremental fetch session state (KIP-227), kept by the caller between fetches to one broker.
-///
-/// Every fetch sends all its partitions (so changed offsets always reach the broker); partitions
-/// dropped since the previous fetch are sent as forgotten. The broker then omits partitions with no
-/// news from its responses.
-#[derive(Debug, Clone, Default)]
-pub struct FetchSession {
-    id: i32,
-    epoch: i32,
-    sent: BTreeSet<(String, i32)>,
-}
-
-impl FetchSession {
-    /// A session that will be created by the next fetch.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Forgets the broker-side session; the next fetch starts a new one.
-    pub fn reset(&mut self) {
-        *self = Self::default();
-    }
-
-    /// The broker-assigned session id (0 before the first response).
-    pub fn id(&self) -> i32 {
-        self.id
     }
 }
 
@@ -381,142 +290,6 @@ impl Client {
             api_key: ApiKey::ListOffsets,
             target: Target { topic: Some(topic.to_owned()), partition: Some(partition), ..Target::default() },
         })
-    }
-
-    /// Sends one Fetch to `broker`. No retry; partition errors are returned in each entry, a
-    /// top-level error as [`ClientError::Broker`]. With a session, a stale session is reset and
-    /// reported as the broker's `FetchSessionIdNotFound`/`InvalidFetchSessionEpoch` error.
-    ///
-    /// # Errors
-    /// Transport errors and top-level broker errors.
-    pub async fn fetch(&self, broker: i32, spec: &FetchSpec, session: Option<&mut FetchSession>) -> Result<Vec<FetchedPartition>, ClientError> {
-        let conn = self.connection(broker).await?;
-        let version = conn.version_for(ApiKey::Fetch, None).map_err(|source| ClientError::Connection { broker, api_key: ApiKey::Fetch, source })?;
-        // Topic ids are needed from v13 on.
-        let mut ids: BTreeMap<String, Uuid> = BTreeMap::new();
-        for p in &spec.partitions {
-            if !ids.contains_key(&p.topic) {
-                let id = if version >= 13 { self.topic_id(&p.topic).await? } else { Uuid::nil() };
-                ids.insert(p.topic.clone(), id);
-            }
-        }
-        let mut topics: BTreeMap<&str, Vec<fetch_request::FetchPartition>> = BTreeMap::new();
-        for p in &spec.partitions {
-            topics.entry(p.topic.as_str()).or_default().push(
-                fetch_request::FetchPartition::default()
-                    .with_partition(p.partition)
-                    .with_current_leader_epoch(-1)
-                    .with_fetch_offset(p.fetch_offset)
-                    .with_last_fetched_epoch(-1)
-                    .with_log_start_offset(-1)
-                    .with_partition_max_bytes(p.partition_max_bytes),
-            );
-        }
-        let current: BTreeSet<(String, i32)> = spec.partitions.iter().map(|p| (p.topic.clone(), p.partition)).collect();
-        let (session_id, session_epoch, forgotten) = match &session {
-            None => (0, -1, Vec::new()),
-            Some(s) => {
-                let mut forgotten: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-                if s.id != 0 {
-                    for (t, p) in s.sent.difference(&current) {
-                        forgotten.entry(t.as_str()).or_default().push(*p);
-                    }
-                }
-                let forgotten = forgotten
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        fetch_request::ForgottenTopic::default()
-                            .with_topic(topic_name(t))
-                            .with_topic_id(ids.get(t).copied().unwrap_or_default())
-                            .with_partitions(ps)
-                    })
-                    .collect();
-                (s.id, s.epoch, forgotten)
-            }
-        };
-        let request = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(i32::try_from(spec.max_wait.as_millis()).unwrap_or(i32::MAX))
-            .with_min_bytes(spec.min_bytes)
-            .with_max_bytes(spec.max_bytes)
-            .with_isolation_level(spec.isolation.code())
-            .with_session_id(session_id)
-            .with_session_epoch(session_epoch)
-            .with_forgotten_topics_data(forgotten)
-            .with_topics(
-                topics
-                    .into_iter()
-                    .map(|(t, parts)| {
-                        fetch_request::FetchTopic::default()
-                            .with_topic(topic_name(t))
-                            .with_topic_id(ids.get(t).copied().unwrap_or_default())
-                            .with_partitions(parts)
-                    })
-                    .collect(),
-            );
-        let response = conn.send(&request, Some(version)).await.map_err(|source| ClientError::Connection { broker, api_key: ApiKey::Fetch, source })?;
-        if let Some(session) = session {
-            match ErrorCode::try_from_code(response.error_code) {
-                None => {
-                    if session.id == 0 || session.id != response.session_id {
-                        session.id = response.session_id;
-                        session.epoch = if response.session_id == 0 { 0 } else { 1 };
-                    } else {
-                        session.epoch = session.epoch.wrapping_add(1).max(1);
-                    }
-                    session.sent = current;
-                }
-                Some(_) => session.reset(),
-            }
-        }
-        broker_error(ApiKey::Fetch, Target { broker: Some(broker), ..Target::default() }, response.error_code, None)?;
-        let names_by_id: BTreeMap<Uuid, &String> = ids.iter().map(|(n, id)| (*id, n)).collect();
-        let mut out = Vec::new();
-        for t in response.responses {
-            let name = if t.topic.0.is_empty() { names_by_id.get(&t.topic_id).map(|n| (*n).clone()).unwrap_or_default() } else { t.topic.0.to_string() };
-            for p in t.partitions {
-                out.push(FetchedPartition {
-                    topic: name.clone(),
-                    partition: p.partition_index,
-                    error: ErrorCode::try_from_code(p.error_code),
-                    high_watermark: p.high_watermark,
-                    last_stable_offset: p.last_stable_offset,
-                    log_start_offset: p.log_start_offset,
-                    aborted_transactions: p.aborted_transactions.unwrap_or_default().into_iter().map(|a| (a.producer_id.0, a.first_offset)).collect(),
-                    records: p.records.unwrap_or_default(),
-                });
-            }
-        }
-        Ok(out)
-    }
-
-    /// Fetches one partition from its leader (no session), retrying leader changes and transport
-    /// errors. `max_bytes` caps the data returned.
-    ///
-    /// # Errors
-    /// A partition error that retrying did not cure (e.g. `OffsetOutOfRange`).
-    pub async fn fetch_partition(
-        &self,
-        topic: &str,
-        partition: i32,
-        offset: i64,
-        isolation: IsolationLevel,
-        max_bytes: i32,
-    ) -> Result<FetchedPartition, ClientError> {
-        self.retrying(&[topic], || async {
-            let leader = self.leader_of(topic, partition).await?;
-            let spec = FetchSpec::single(topic, partition, offset, isolation, max_bytes);
-            let fetched = self.fetch(leader, &spec, None).await?;
-            let p = fetched
-                .into_iter()
-                .find(|p| p.topic == topic && p.partition == partition)
-                .ok_or_else(|| ClientError::MissingInResponse { api_key: ApiKey::Fetch, target: partition_target(leader, topic, partition) })?;
-            if let Some(code) = p.error {
-                return Err(ClientError::Broker { api_key: ApiKey::Fetch, target: partition_target(leader, topic, partition), code, message: None });
-            }
-            Ok(p)
-        })
-        .await
     }
 
     /// Sends one Produce with one batch per partition to `broker`. **No retry.** Per-partition

@@ -156,7 +156,8 @@ type Slot = Arc<tokio::sync::Mutex<Option<Arc<BrokerConnection>>>>;
 #[derive(Debug)]
 pub struct Client {
     config: ClientConfig,
-    metadata: Mutex<Metadata>,
+    /// Shared with [`Client::sibling`]s: one metadata cache per cluster, however many connections.
+    metadata: Arc<Mutex<Metadata>>,
     /// One slot per broker id; the async mutex serialises (re)connecting to that broker only.
     connections: Mutex<HashMap<i32, Slot>>,
 }
@@ -173,9 +174,26 @@ impl Client {
             return Err(ClientError::Config { key: "bootstrap.servers".to_owned(), message: "no host:port given".to_owned() });
         }
         config.connection.security.validate()?;
-        let client = Self { config, metadata: Mutex::new(Metadata::default()), connections: Mutex::new(HashMap::new()) };
+        let client = Self { config, metadata: Arc::new(Mutex::new(Metadata::default())), connections: Mutex::new(HashMap::new()) };
         client.refresh_metadata(&[]).await?;
         Ok(client)
+    }
+
+    /// A client that knows `metadata` and has never connected (unit tests of its users: it cannot
+    /// reach anything).
+    #[cfg(test)]
+    pub(crate) fn offline(config: ClientConfig, metadata: Metadata) -> Client {
+        Self { config, metadata: Arc::new(Mutex::new(metadata)), connections: Mutex::new(HashMap::new()) }
+    }
+
+    /// A client of the same cluster with connections of its own, sending `client_id`, and sharing
+    /// this client's metadata cache (a refresh by either is seen by both). Sends nothing until
+    /// used. For traffic that must not wait behind other requests on a connection (a broker
+    /// answers one connection's requests in order): long-polling fetches, above all.
+    pub fn sibling(&self, client_id: &str) -> Client {
+        let mut config = self.config.clone();
+        config.connection.client_id = client_id.to_owned();
+        Self { config, metadata: self.metadata.clone(), connections: Mutex::new(HashMap::new()) }
     }
 
     /// The configuration.
@@ -202,6 +220,11 @@ impl Client {
     /// The name of the topic with id `topic_id` in the last metadata.
     pub fn cached_topic_name(&self, topic_id: Uuid) -> Option<String> {
         self.lock_metadata().topics.values().find(|t| t.topic_id == topic_id).map(|t| t.name.clone())
+    }
+
+    /// Reads the cached metadata without copying it.
+    pub fn with_metadata<T>(&self, read: impl FnOnce(&Metadata) -> T) -> T {
+        read(&self.lock_metadata())
     }
 
     fn lock_metadata(&self) -> std::sync::MutexGuard<'_, Metadata> {

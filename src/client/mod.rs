@@ -16,10 +16,12 @@
 
 mod acls;
 mod backoff;
+mod bulk;
 mod calls;
 mod cluster;
 mod connection;
 mod error;
+mod fetch;
 mod groups;
 mod membership;
 mod mirror_admin;
@@ -33,13 +35,15 @@ pub use acls::{
     ANY, AclBinding, AclFilter, PATTERN_LITERAL, PATTERN_MATCH, PATTERN_PREFIXED, RESOURCE_CLUSTER, RESOURCE_GROUP, RESOURCE_TOPIC, RESOURCE_TRANSACTIONAL_ID,
 };
 pub use backoff::{Backoff, BackoffConfig};
+pub use bulk::{Outcomes, TopicPartition};
 pub use calls::{
-    AlterConfigOp, ClusterDescription, ConfigEntry, ConfigResource, FetchPartitionSpec, FetchSession, FetchSpec, FetchedPartition, IsolationLevel, NewTopic,
-    OffsetSpec, ProduceOptions, ProducePartition, Produced, ProducerState, TxnMarker,
+    AlterConfigOp, ClusterDescription, ConfigEntry, ConfigResource, IsolationLevel, NewTopic, OffsetSpec, ProduceOptions, ProducePartition, Produced,
+    ProducerState, TxnMarker,
 };
 pub use cluster::{BrokerInfo, Client, ClientConfig, Metadata, PartitionInfo, TopicInfo};
 pub use connection::{BrokerConnection, ConnectionConfig, REAUTH_FRACTION};
 pub use error::{ClientError, ConnectionError, Target};
+pub use fetch::{FetchOptions, FetchPartitionSpec, FetchSession, FetchSpec, Fetched, FetchedPartition};
 pub use groups::ListedGroup;
 pub use membership::{JoinGroupSpec, JoinedGroup};
 pub use mirror_admin::{AdminClientError, MirrorAdminClient};

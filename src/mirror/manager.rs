@@ -44,13 +44,14 @@ use uuid::Uuid;
 use super::error::MirrorError;
 use super::model::{Model, TopicEntry};
 use super::ownership::{MembershipConfig, Ownership, run_membership};
+use super::recorder::Recorder;
 use super::records::{MirrorDefinition, PartitionRecord, StateRecord, TopicFilter, TopicGoal, TopicRecord};
 use super::settings::{MirrorSettings, SecretKey, SettingError, setting_kind, validate_mirror_name};
 use super::store::{DEFAULT_STATE_TOPIC, StateStore, StoreError};
 use super::supervisor::Supervisor;
-use super::{MirrorLookup, PartitionState, PartitionStatus, now_ms};
+use super::{MirrorLookup, PartitionState, now_ms};
 use crate::client::{BackoffConfig, Client, IsolationLevel, OffsetSpec};
-use crate::replicator::ReplicatorConfig;
+use crate::replicator::{ReplicationError, Replicator, ReplicatorConfig};
 use crate::sync::{SyncKind, SyncStatus};
 
 /// Default time to reach a source when validating settings or listing its topics.
@@ -59,10 +60,8 @@ pub const DEFAULT_SOURCE_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_DESCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default time RemoveTopicsFromMirror waits for its topics to be STOPPED before answering.
 pub const DEFAULT_STOP_WAIT: Duration = Duration::from_secs(30);
-/// Default spacing of the runners' status checks.
-pub const DEFAULT_STATUS_INTERVAL: Duration = Duration::from_millis(500);
-/// Default memory for fetched, unwritten data per mirror topic (bytes).
-pub const DEFAULT_TOPIC_BUFFER_BYTES: usize = 32 * 1024 * 1024;
+/// Default memory for fetched, unwritten data per mirror copied here (bytes).
+pub const DEFAULT_MIRROR_BUFFER_BYTES: usize = crate::replicator::config::DEFAULT_BUFFER_BYTES;
 
 /// Settings of the manager.
 #[derive(Debug, Clone)]
@@ -78,16 +77,20 @@ pub struct MirrorManagerConfig {
     pub describe_timeout: Duration,
     /// Time RemoveTopicsFromMirror waits for STOPPED.
     pub stop_wait: Duration,
-    /// Spacing of runner status checks (how soon describe shows a replicator's state).
-    pub status_interval: Duration,
     /// Backoff of FAILED topics whose cause can pass, and of stop retries.
     pub retry_backoff: BackoffConfig,
     /// Backoff of `__mirror_state` writes (their deadline bounds how long an operation waits).
     pub store_backoff: BackoffConfig,
-    /// Memory for fetched, unwritten data per mirror topic, bytes.
-    pub topic_buffer_bytes: usize,
+    /// Memory for fetched, unwritten data per mirror copied here, bytes.
+    pub buffer_bytes: usize,
     /// Default fetch wait at the source (`fetch.wait.max.ms` of a mirror overrides it).
     pub fetch_max_wait: Duration,
+    /// Fetch sessions (connections) per source broker per mirror (`mirror.num.replica.fetchers`).
+    pub fetchers_per_broker: usize,
+    /// What this instance calls itself in the client ids of its source fetch connections
+    /// (`<client id>-<instance>-fetcher-<n>`; characters other than letters, digits, `.`, `_` and
+    /// `-` become `_`). Empty: the ids name no instance.
+    pub instance_id: String,
     /// The instance group sharing the work; `group_id` empty: `kafka-mirror-proxy.<state_topic>`.
     pub membership: MembershipConfig,
 }
@@ -100,7 +103,6 @@ impl Default for MirrorManagerConfig {
             source_connect_timeout: DEFAULT_SOURCE_CONNECT_TIMEOUT,
             describe_timeout: DEFAULT_DESCRIBE_TIMEOUT,
             stop_wait: DEFAULT_STOP_WAIT,
-            status_interval: DEFAULT_STATUS_INTERVAL,
             retry_backoff: BackoffConfig {
                 initial: Duration::from_millis(200),
                 max: Duration::from_secs(30),
@@ -108,8 +110,10 @@ impl Default for MirrorManagerConfig {
                 ..BackoffConfig::default()
             },
             store_backoff: BackoffConfig { deadline: Duration::from_secs(30), ..BackoffConfig::default() },
-            topic_buffer_bytes: DEFAULT_TOPIC_BUFFER_BYTES,
+            buffer_bytes: DEFAULT_MIRROR_BUFFER_BYTES,
             fetch_max_wait: crate::replicator::config::DEFAULT_FETCH_MAX_WAIT,
+            fetchers_per_broker: crate::replicator::config::DEFAULT_FETCHERS_PER_BROKER,
+            instance_id: String::new(),
             membership: MembershipConfig { group_id: String::new(), ..MembershipConfig::for_state_topic(DEFAULT_STATE_TOPIC) },
         }
     }
@@ -197,7 +201,20 @@ pub struct DescribedSetting {
 
 /// A partition copied here, for metrics: its mirror, the replicator's status, and whether lag
 /// counts to the source LSO (read_committed).
-type CopyStatus = (String, PartitionStatus, bool);
+/// The replicator of one mirror on this instance, shared by the runners of its topics; alive
+/// while one of them holds it.
+#[derive(Debug, Default)]
+struct ReplicatorSlot {
+    /// The settings it was made with (a change makes a new one).
+    settings: Option<MirrorSettings>,
+    replicator: std::sync::Weak<Replicator>,
+    /// The last failure to make one, and when: callers within `CONNECT_FAILURE_HOLD` get it at once
+    /// instead of each trying to reach an unreachable source again.
+    failed: Option<(tokio::time::Instant, String)>,
+}
+
+/// How long a failure to reach a mirror's source is answered without trying again.
+const CONNECT_FAILURE_HOLD: Duration = Duration::from_secs(1);
 
 /// The sync status of one mirror, per kind (shared with its running sync task).
 pub type SyncStatuses = Arc<Mutex<BTreeMap<SyncKind, SyncStatus>>>;
@@ -219,9 +236,12 @@ pub(crate) struct Shared {
     pub(crate) ownership: watch::Sender<Option<Ownership>>,
     /// Sync status of the mirrors whose sync this instance runs.
     pub(crate) sync_statuses: Mutex<BTreeMap<String, SyncStatuses>>,
-    /// The latest replicator status of each partition copied here, with its mirror and whether
-    /// lag counts to the LSO (read_committed).
-    partition_statuses: Mutex<BTreeMap<(String, i32), CopyStatus>>,
+    /// The replicator of each mirror copied here.
+    replicators: Mutex<HashMap<String, ReplicatorSlot>>,
+    /// Serialises making replicators (one source connection per mirror, however many runners ask).
+    replicator_lock: tokio::sync::Mutex<()>,
+    /// Observed partition states on their way to the state topic.
+    pub(crate) recorder: Recorder,
     pub(crate) tasks: TaskTracker,
     pub(crate) cancel: CancellationToken,
 }
@@ -250,15 +270,6 @@ impl Shared {
         }
     }
 
-    /// Replaces what metrics show of `topic`'s partitions copied here (`statuses` empty: none).
-    pub(crate) fn publish_statuses(&self, mirror: &str, topic: &str, statuses: &[PartitionStatus], read_committed: bool) {
-        let mut all = self.partition_statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        all.retain(|(t, _), _| t != topic);
-        for s in statuses {
-            all.insert((topic.to_owned(), s.partition), (mirror.to_owned(), s.clone(), read_committed));
-        }
-    }
-
     /// Brings the model up to the end of the state topic, so an operation validates against every
     /// transition written before it (by any instance).
     pub(crate) async fn catch_up(&self) -> Result<(), StoreError> {
@@ -266,21 +277,71 @@ impl Shared {
         self.wait_applied(end).await
     }
 
-    /// The goal of `topic`, if it is in a mirror.
-    pub(crate) fn goal_of(&self, topic: &str) -> Option<TopicGoal> {
-        self.model().topics.get(topic).map(|t| t.record.goal)
-    }
-
-    /// The replicator settings of a topic of `mirror`.
+    /// The replicator settings of `mirror`.
     pub(crate) fn replicator_config(&self, mirror: &str, settings: &MirrorSettings) -> ReplicatorConfig {
         let mut config = ReplicatorConfig::new(mirror);
         config.isolation = settings.isolation();
-        config.buffer_bytes = self.config.topic_buffer_bytes;
+        config.buffer_bytes = self.config.buffer_bytes;
         config.fetch_max_wait = settings.fetch_max_wait().unwrap_or(self.config.fetch_max_wait);
         if let Some(bytes) = settings.partition_fetch_bytes() {
             config.partition_fetch_bytes = bytes;
         }
+        if let Some(bytes) = settings.fetch_response_max_bytes() {
+            config.fetch_max_bytes = bytes;
+        }
+        if let Some(bytes) = settings.fetch_min_bytes() {
+            config.fetch_min_bytes = bytes;
+        }
+        config.fetchers_per_broker = self.config.fetchers_per_broker.max(1);
+        config.fetch_client_id = fetch_client_id(&settings.client_config(mirror).connection.client_id, &self.config.instance_id);
         config
+    }
+
+    /// The replicator of `mirror` with `settings` (those that matter for copying): the one running,
+    /// or a new one (connecting to the source).
+    ///
+    /// # Errors
+    /// The source cannot be reached ([`ReplicationError::Unavailable`], retried by the caller).
+    pub(crate) async fn replicator_for(&self, mirror: &str, settings: &MirrorSettings) -> Result<Arc<Replicator>, ReplicationError> {
+        let _making = self.replicator_lock.lock().await;
+        {
+            let slots = self.replicators.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(slot) = slots.get(mirror).filter(|s| s.settings.as_ref() == Some(settings)) {
+                if let Some(r) = slot.replicator.upgrade() {
+                    return Ok(r);
+                }
+                if let Some((at, reason)) = &slot.failed {
+                    if at.elapsed() < CONNECT_FAILURE_HOLD {
+                        return Err(ReplicationError::Unavailable {
+                            side: "source",
+                            source: crate::client::ClientError::Config { key: "bootstrap.servers".to_owned(), message: reason.clone() },
+                        });
+                    }
+                }
+            }
+        }
+        let connected = Client::connect(settings.client_config(mirror)).await;
+        let mut slots = self.replicators.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = slots.entry(mirror.to_owned()).or_default();
+        slot.settings = Some(settings.clone());
+        match connected {
+            Ok(source) => {
+                let replicator = Arc::new(Replicator::new(Arc::new(source), self.destination.clone(), self.replicator_config(mirror, settings)));
+                slot.replicator = Arc::downgrade(&replicator);
+                slot.failed = None;
+                Ok(replicator)
+            }
+            Err(source) => {
+                slot.failed = Some((tokio::time::Instant::now(), chain(&source)));
+                Err(ReplicationError::Unavailable { side: "source", source })
+            }
+        }
+    }
+
+    /// The replicators running here, by mirror.
+    fn running_replicators(&self) -> Vec<(String, Arc<Replicator>)> {
+        let slots = self.replicators.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        slots.iter().filter_map(|(m, s)| s.replicator.upgrade().map(|r| (m.clone(), r))).collect()
     }
 
     /// Records `topic` STOPPED (partitions, then the topic: the write policy lets writes through
@@ -427,6 +488,12 @@ async fn tail(shared: Arc<Shared>, reader: Arc<Client>, from: i64) {
     shared.store.tail(&reader, from, apply, shared.cancel.child_token()).await;
 }
 
+/// The client id base of a mirror's fetch connections: `<client id>-<instance>-fetcher`.
+fn fetch_client_id(client_id: &str, instance: &str) -> String {
+    let instance: String = instance.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect();
+    if instance.is_empty() { format!("{client_id}-fetcher") } else { format!("{client_id}-{instance}-fetcher") }
+}
+
 fn chain(e: &dyn std::error::Error) -> String {
     crate::report::error_chain(e)
 }
@@ -509,7 +576,9 @@ impl MirrorManager {
             sources: Mutex::new(HashMap::new()),
             ownership,
             sync_statuses: Mutex::new(BTreeMap::new()),
-            partition_statuses: Mutex::new(BTreeMap::new()),
+            replicators: Mutex::new(HashMap::new()),
+            replicator_lock: tokio::sync::Mutex::new(()),
+            recorder: Recorder::default(),
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
         });
@@ -529,6 +598,7 @@ impl MirrorManager {
         };
         let reader = connect_own(destination.config().clone(), "state-reader").await?;
         shared.tasks.spawn(tail(shared.clone(), reader, next));
+        shared.tasks.spawn(super::recorder::run(shared.clone()));
         let (supervisor, revoke) = Supervisor::new(shared.clone());
         shared.tasks.spawn(supervisor.run(shared.cancel.child_token()));
         // JoinGroup waits at the coordinator for the whole rebalance, so the group's client needs a
@@ -590,27 +660,34 @@ impl MirrorManager {
         for (mirror, topic) in &owned {
             let _ = writeln!(out, "kafka_mirror_proxy_mirror_topic_owned{{mirror=\"{mirror}\",topic=\"{topic}\"}} 1");
         }
-        let statuses = self.shared.partition_statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let copied: Vec<(String, bool, Vec<crate::replicator::PartitionStatus>)> =
+            self.shared.running_replicators().into_iter().map(|(m, r)| (m, r.reads_committed(), r.status())).collect();
         header(
             &mut out,
             "mirror_partition_lag_records",
             "gauge",
             "Offsets not copied yet (to the source LSO under read_committed, else its high watermark), per partition copied here.",
         );
-        for ((topic, partition), (mirror, status, committed)) in &statuses {
-            let _ = writeln!(
-                out,
-                "kafka_mirror_proxy_mirror_partition_lag_records{{mirror=\"{mirror}\",topic=\"{topic}\",partition=\"{partition}\"}} {}",
-                status.lag(*committed)
-            );
+        for (mirror, committed, statuses) in &copied {
+            for status in statuses {
+                let _ = writeln!(
+                    out,
+                    "kafka_mirror_proxy_mirror_partition_lag_records{{mirror=\"{mirror}\",topic=\"{}\",partition=\"{}\"}} {}",
+                    status.topic,
+                    status.partition,
+                    status.lag(*committed)
+                );
+            }
         }
         header(&mut out, "mirror_partition_destination_offset", "gauge", "Next destination offset to write, per partition copied here.");
-        for ((topic, partition), (mirror, status, _)) in &statuses {
-            let _ = writeln!(
-                out,
-                "kafka_mirror_proxy_mirror_partition_destination_offset{{mirror=\"{mirror}\",topic=\"{topic}\",partition=\"{partition}\"}} {}",
-                status.destination_offset
-            );
+        for (mirror, _, statuses) in &copied {
+            for status in statuses {
+                let _ = writeln!(
+                    out,
+                    "kafka_mirror_proxy_mirror_partition_destination_offset{{mirror=\"{mirror}\",topic=\"{}\",partition=\"{}\"}} {}",
+                    status.topic, status.partition, status.destination_offset
+                );
+            }
         }
         let syncs = self.sync_statuses();
         let seconds = |t: &std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
@@ -949,15 +1026,28 @@ impl MirrorManager {
             None => None,
         };
         let destination_metadata = tokio::time::timeout(timeout, self.shared.destination.refresh_metadata(&names)).await.ok().and_then(Result::ok);
+        // Offsets of every partition of every topic at once: one ListOffsets per leader and side.
+        let mut at_source: Vec<(String, i32)> = Vec::new();
+        let mut at_destination: Vec<(String, i32)> = Vec::new();
+        for (topic, entry) in &topics {
+            let indexes: Vec<i32> = (0..entry.record.partitions).collect();
+            if source.is_some() {
+                at_source.extend(existing(source_metadata.clone(), topic, &indexes).into_iter().map(|p| (topic.clone(), p)));
+            }
+            at_destination.extend(existing(destination_metadata.clone(), topic, &indexes).into_iter().map(|p| (topic.clone(), p)));
+        }
+        let (source_offsets, destination_offsets) = futures_util::join!(
+            async {
+                match &source {
+                    Some(s) => list_offsets(s, &at_source, isolation, timeout).await,
+                    None => BTreeMap::new(),
+                }
+            },
+            list_offsets(&self.shared.destination, &at_destination, IsolationLevel::ReadUncommitted, timeout),
+        );
         let mut described = Vec::new();
         for (topic, entry) in topics {
             let indexes: Vec<i32> = (0..entry.record.partitions).collect();
-            let source_offsets = match &source {
-                Some(s) => list_offsets(s, &topic, &existing(source_metadata.clone(), &topic, &indexes), isolation, timeout).await,
-                None => BTreeMap::new(),
-            };
-            let at_destination = existing(destination_metadata.clone(), &topic, &indexes);
-            let destination_offsets = list_offsets(&self.shared.destination, &topic, &at_destination, IsolationLevel::ReadUncommitted, timeout).await;
             let partitions = indexes
                 .iter()
                 .map(|p| {
@@ -973,8 +1063,8 @@ impl MirrorManager {
                         partition: *p,
                         state,
                         retry_attempt: record.map_or(0, |r| r.retry_attempt),
-                        source_offset: source_offsets.get(p).copied().unwrap_or(-1),
-                        destination_offset: destination_offsets.get(p).copied().unwrap_or(-1),
+                        source_offset: source_offsets.get(&(topic.clone(), *p)).copied().unwrap_or(-1),
+                        destination_offset: destination_offsets.get(&(topic.clone(), *p)).copied().unwrap_or(-1),
                     }
                 })
                 .collect();
@@ -1003,12 +1093,13 @@ impl Drop for MirrorManager {
     }
 }
 
-async fn list_offsets(client: &Client, topic: &str, partitions: &[i32], isolation: IsolationLevel, timeout: Duration) -> BTreeMap<i32, i64> {
+/// The end offsets of `partitions` that arrive within `timeout`; the others are left out.
+async fn list_offsets(client: &Client, partitions: &[(String, i32)], isolation: IsolationLevel, timeout: Duration) -> BTreeMap<(String, i32), i64> {
     if partitions.is_empty() {
         return BTreeMap::new();
     }
-    match tokio::time::timeout(timeout, client.list_offsets(topic, partitions, OffsetSpec::Latest, isolation)).await {
-        Ok(Ok(offsets)) => offsets,
-        _ => BTreeMap::new(),
+    match tokio::time::timeout(timeout, client.list_offsets_bulk(partitions, OffsetSpec::Latest, isolation)).await {
+        Ok(offsets) => offsets.into_iter().filter_map(|(k, r)| r.ok().map(|o| (k, o))).collect(),
+        Err(_) => BTreeMap::new(),
     }
 }

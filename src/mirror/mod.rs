@@ -31,6 +31,7 @@ pub mod loops;
 pub mod manager;
 mod model;
 pub mod ownership;
+mod recorder;
 pub mod records;
 mod runner;
 pub mod settings;
@@ -49,7 +50,7 @@ pub use manager::{
 };
 pub use ownership::{MembershipConfig, Ownership};
 pub use settings::{MirrorSettings, SecretKey, SettingError};
-pub use state::{PartitionState, PartitionStatus};
+pub use state::PartitionState;
 pub use stop::abort_open_transactions;
 
 /// Milliseconds since the Unix epoch (record timestamps).

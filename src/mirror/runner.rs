@@ -1,42 +1,44 @@
-//! One task per mirror topic owned by this instance: drives a [`Replicator`] for that topic
-//! through the lifecycle of spec §6, following the topic's goal as the state log says it (the
-//! supervisor hands it every change), and records what it observes in `__mirror_state`.
+//! One task per mirror topic owned by this instance: drives the copying of that topic (by its
+//! mirror's [`Replicator`], shared by every topic of the mirror copied here) through the
+//! lifecycle of spec §6, following the topic's goal as the state log says it (the supervisor hands
+//! it every change), and records what it observes in `__mirror_state` (through the recorder, in
+//! bulk with the other runners).
 //!
 //! ```text
-//!   goal MIRROR ──► setup: connect source, describe source topic (id unchanged?), create/check
-//!        │          destination topic; failures: FAILED (retried with backoff if they can pass)
-//!        │        ► Replicator::start(topic) ── every status_interval: persist partition states
-//!        │          that changed (PREPARING, MIRRORING, FAILED + reason)
-//!        ├─ more partitions ──► Replicator::sync_partitions (creates and copies the new ones)
-//!        ├─ goal PAUSE ──► replicator.shutdown() ──► wait for the next goal
-//!        ├─ goal STOP  ──► replicator.shutdown() ──► abort open mirrored transactions per partition
+//!   goal MIRROR ──► setup: the mirror's replicator (connects the source once per mirror),
+//!        │          INITIALIZING in bulk: source topic (id unchanged?), destination topic;
+//!        │          failures: FAILED (retried with backoff if they can pass)
+//!        │        ► replicator.start_topic ── on each state change: note the partitions that
+//!        │          changed (PREPARING, MIRRORING, FAILED + reason) for the recorder
+//!        ├─ more partitions ──► replicator.sync_partitions (creates and copies the new ones)
+//!        ├─ goal PAUSE ──► replicator.stop_topic ──► wait for the next goal
+//!        ├─ goal STOP  ──► replicator.stop_topic ──► abort open mirrored transactions per partition
 //!        │                 (retried until done) ──► STOPPED records ──► topic writable; task ends
-//!        ├─ settings changed ──► replicator.shutdown() ──► setup again with the new settings
-//!        └─ cancel (shutdown, or the topic moved to another instance) ──► replicator.shutdown();
-//!                                                                         nothing written
+//!        ├─ settings changed ──► stop_topic ──► setup again with the new settings (a new replicator)
+//!        └─ cancel (shutdown, or the topic moved to another instance) ──► stop_topic; nothing written
 //! ```
 //!
 //! Operators' transitions (PAUSED, STOPPING, …) are written by whichever instance served the
-//! request, *before* this runner sees them; the runner writes what it observes after observing it,
-//! and only while the topic's goal still is what the runner works toward (checked under the
-//! operation lock against the model, so an observation never overwrites a newer transition this
-//! instance knows of).
+//! request, *before* this runner sees them; the runner's observations are written after they are
+//! observed, and only while the topic's goal still is what the runner works toward (see
+//! `recorder.rs`).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use super::PartitionState;
 use super::manager::Shared;
-use super::records::{PartitionRecord, StateRecord, TopicGoal};
+use super::recorder::Observation;
+use super::records::TopicGoal;
 use super::settings::MirrorSettings;
 use super::stop::abort_open_transactions;
-use crate::client::{Backoff, Client};
-use crate::replicator::{ReplicationError, Replicator, ReplicatorConfig, topic as replicator_topic};
+use crate::client::Backoff;
+use crate::replicator::topic::SourceTopic;
+use crate::replicator::{ReplicationError, Replicator};
 
 /// What the state log wants of a topic, as the supervisor last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,30 +87,20 @@ impl TopicRunner {
         }
     }
 
-    /// Connects to the source and checks both topics; typed errors so that retrying is decided by
-    /// the error's kind.
-    async fn setup(&self, want: &TopicWant) -> Result<(Arc<Client>, ReplicatorConfig), SetupError> {
+    /// The mirror's replicator, and the topic set up on it (both checked); typed errors so that
+    /// retrying is decided by the error's kind.
+    async fn setup(&self, want: &TopicWant) -> Result<(Arc<Replicator>, SourceTopic), SetupError> {
         let settings = want.settings.as_ref().map_err(|reason| SetupError::Settings(reason.clone()))?;
-        let source = Client::connect(settings.client_config(&self.mirror))
-            .await
-            .map_err(|source| SetupError::Replication(ReplicationError::Unavailable { side: "source", source }))?;
-        let source = Arc::new(source);
-        let described = replicator_topic::describe_source(&source, &self.topic).await.map_err(SetupError::Replication)?;
-        if !self.source_topic_id.is_nil() && described.topic_id != self.source_topic_id {
-            return Err(SetupError::Replication(ReplicationError::SourceTopicChanged {
-                topic: self.topic.clone(),
-                detail: format!("was re-created (topic id {} now, {} when added to the mirror)", described.topic_id, self.source_topic_id),
-            }));
-        }
-        let config = self.shared.replicator_config(&self.mirror, settings);
-        replicator_topic::ensure_destination(&source, &self.shared.destination, &described, &config).await.map_err(SetupError::Replication)?;
-        Ok((source, config))
+        let replicator = self.shared.replicator_for(&self.mirror, settings).await.map_err(SetupError::Replication)?;
+        let expected = (!self.source_topic_id.is_nil()).then_some(self.source_topic_id);
+        let described = replicator.setup_topic(&self.topic, expected).await.map_err(SetupError::Replication)?;
+        Ok((replicator, described))
     }
 
     async fn mirror_until_changed(&self, current: &TopicWant, want: &mut watch::Receiver<TopicWant>, cancel: &CancellationToken) -> Next {
         let mut backoff = Backoff::new(&self.shared.config.retry_backoff);
         let mut attempt: i16 = 0;
-        let (source, config) = loop {
+        let (replicator, described) = loop {
             let setup = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Next::Cancelled,
@@ -123,7 +115,7 @@ impl TopicRunner {
                     attempt = attempt.saturating_add(1);
                     warn!(mirror = %self.mirror, topic = %self.topic, %reason, retriable, "mirror topic setup failed");
                     let retry = if retriable { attempt } else { -1 };
-                    self.observe_all(current.partitions, PartitionState::Failed { reason }, retry).await;
+                    self.observe_all(current.partitions, PartitionState::Failed { reason }, retry);
                     if !retriable {
                         return wait_change(want, cancel).await;
                     }
@@ -137,10 +129,8 @@ impl TopicRunner {
                 }
             }
         };
-        info!(mirror = %self.mirror, topic = %self.topic, "mirroring");
-        let replicator = Replicator::start(source, self.shared.destination.clone(), std::slice::from_ref(&self.topic), config).await;
-        let mut persisted: BTreeMap<i32, (PartitionState, i16)> = BTreeMap::new();
-        let mut tick = tokio::time::interval(self.shared.config.status_interval);
+        debug!(mirror = %self.mirror, topic = %self.topic, "mirroring");
+        let statuses = replicator.start_topic(described);
         let mut partitions = current.partitions;
         let next = loop {
             tokio::select! {
@@ -163,50 +153,32 @@ impl TopicRunner {
                         }
                     }
                 }
-                _ = tick.tick() => {
-                    let statuses = replicator.status();
-                    self.shared.publish_statuses(&self.mirror, &self.topic, &statuses, replicator.reads_committed());
-                    for status in statuses {
-                        let retry = if matches!(status.state, PartitionState::Failed { .. }) { status.retry_attempt } else { 0 };
-                        let observed = (status.state.clone(), retry);
-                        if persisted.get(&status.partition) != Some(&observed) && self.observe(status.partition, status.state, retry).await {
-                            persisted.insert(status.partition, observed);
-                        }
+                () = statuses.changed() => {
+                    for status in statuses.take_changed() {
+                        let state = PartitionState::from(&status.state);
+                        let retry = if matches!(state, PartitionState::Failed { .. }) { status.retry_attempt } else { 0 };
+                        self.note(status.partition, state, retry);
                     }
                 }
             }
         };
-        replicator.shutdown().await;
-        self.shared.publish_statuses(&self.mirror, &self.topic, &[], false);
+        replicator.stop_topic(&self.topic).await;
+        self.shared.recorder.forget(&self.topic);
         next
     }
 
-    /// Records an observed state of every partition.
-    async fn observe_all(&self, partitions: i32, state: PartitionState, retry_attempt: i16) {
+    /// Notes an observed state of every partition for the recorder.
+    fn observe_all(&self, partitions: i32, state: PartitionState, retry_attempt: i16) {
         for p in 0..partitions {
-            self.observe(p, state.clone(), retry_attempt).await;
+            self.note(p, state.clone(), retry_attempt);
         }
     }
 
-    /// Records an observed partition state while the topic's goal is still MIRROR; false if not
-    /// written (goal changed, or the store failed: retried at the next tick).
-    async fn observe(&self, partition: i32, state: PartitionState, retry_attempt: i16) -> bool {
-        let _op = self.shared.ops.lock().await;
-        if self.shared.goal_of(&self.topic).as_ref() != Some(&TopicGoal::Mirror) {
-            return false;
-        }
-        let record = StateRecord::Partition {
-            topic: self.topic.clone(),
-            partition,
-            value: Some(PartitionRecord { mirror: self.mirror.clone(), state, retry_attempt, updated_ms: super::now_ms() }),
-        };
-        match self.shared.commit(&[record]).await {
-            Ok(()) => true,
-            Err(e) => {
-                warn!(mirror = %self.mirror, topic = %self.topic, partition, error = %e, "could not record a partition state");
-                false
-            }
-        }
+    /// Notes an observed partition state; the recorder writes it while the topic's goal is still
+    /// MIRROR (and the topic the same).
+    fn note(&self, partition: i32, state: PartitionState, retry_attempt: i16) {
+        let observation = Observation { mirror: self.mirror.clone(), source_topic_id: self.source_topic_id, state, retry_attempt };
+        self.shared.recorder.note(&self.topic, partition, observation);
     }
 
     /// STOPPING: abort what is open, then STOPPED. Retries until done or cancelled (a restart

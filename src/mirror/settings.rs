@@ -81,6 +81,8 @@ pub const KNOWN_SETTINGS: &[(&str, SettingKind)] = &[
     ("request.timeout.ms", SettingKind::Int { min: 1, max: i32::MAX as i64 }),
     ("fetch.wait.max.ms", SettingKind::Int { min: 0, max: 60_000 }),
     ("fetch.max.bytes", SettingKind::Int { min: 1024, max: i32::MAX as i64 }),
+    ("fetch.response.max.bytes", SettingKind::Int { min: 1024, max: i32::MAX as i64 }),
+    ("fetch.min.bytes", SettingKind::Int { min: 1, max: i32::MAX as i64 }),
     ("mirror.isolation.level", SettingKind::OneOf(&["read_committed", "read_uncommitted"])),
     // The sync jobs (spec §7, `sync/`): filters are comma-separated regexes; all checked there too.
     ("topics.exclude", SettingKind::Text),
@@ -233,6 +235,16 @@ impl MirrorSettings {
     /// `fetch.max.bytes` (per partition).
     pub fn partition_fetch_bytes(&self) -> Option<i32> {
         self.int("fetch.max.bytes").and_then(|b| i32::try_from(b).ok())
+    }
+
+    /// `fetch.response.max.bytes` (a whole fetch response).
+    pub fn fetch_response_max_bytes(&self) -> Option<i32> {
+        self.int("fetch.response.max.bytes").and_then(|b| i32::try_from(b).ok())
+    }
+
+    /// `fetch.min.bytes`.
+    pub fn fetch_min_bytes(&self) -> Option<i32> {
+        self.int("fetch.min.bytes").and_then(|b| i32::try_from(b).ok())
     }
 
     /// The client configuration for the source, with `mirror` in its client id (so source quotas

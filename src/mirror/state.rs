@@ -69,30 +69,14 @@ impl fmt::Display for PartitionState {
     }
 }
 
-/// What describe shows for one partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionStatus {
-    /// Topic name (same on both sides).
-    pub topic: String,
-    /// Partition index.
-    pub partition: i32,
-    /// State.
-    pub state: PartitionState,
-    /// Source high watermark, as last seen (-1 before the first fetch).
-    pub source_high_watermark: i64,
-    /// Source last stable offset, as last seen (-1 before the first fetch).
-    pub source_last_stable_offset: i64,
-    /// Next destination offset to write (the destination log end offset as far as we wrote it).
-    pub destination_offset: i64,
-    /// While FAILED: automatic retries so far (1 for the first failure), -1 if the failure is not
-    /// retried (it needs an operator).
-    pub retry_attempt: i16,
-}
-
-impl PartitionStatus {
-    /// Offsets not copied yet: up to the LSO under read_committed, else up to the high watermark.
-    pub fn lag(&self, read_committed: bool) -> i64 {
-        let end = if read_committed { self.source_last_stable_offset } else { self.source_high_watermark };
-        (end - self.destination_offset).max(0)
+impl From<&crate::replicator::CopyState> for PartitionState {
+    fn from(state: &crate::replicator::CopyState) -> Self {
+        use crate::replicator::CopyState;
+        match state {
+            CopyState::Initializing => Self::Initializing,
+            CopyState::Preparing => Self::Preparing,
+            CopyState::Mirroring => Self::Mirroring,
+            CopyState::Failed { reason } => Self::Failed { reason: reason.clone() },
+        }
     }
 }

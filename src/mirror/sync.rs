@@ -137,34 +137,40 @@ struct MirrorTopicsView {
 impl MirrorTopicsView {
     async fn grow(&self, topic: &str) -> Result<i32, ReplicationError> {
         let Some(record) = self.record(topic) else { return Ok(0) };
-        let described = replicator_topic::describe_source(&self.source, topic).await?;
-        if described.topic_id != record.source_topic_id && !record.source_topic_id.is_nil() {
+        // The sync refreshed the source metadata of every mirrored topic for this round (one
+        // request); only a topic missing from it is asked about on its own.
+        let cached = self.source.with_metadata(|m| m.topics.get(topic).map(|t| (t.topic_id, t.partitions.len() as i32)));
+        let (topic_id, partitions) = match cached {
+            Some(known) => known,
+            None => {
+                let d = replicator_topic::describe_source(&self.source, topic).await?;
+                (d.topic_id, d.partitions)
+            }
+        };
+        if topic_id != record.source_topic_id && !record.source_topic_id.is_nil() {
             // The runner fails the topic on its own (it checks the id at every setup).
             return Ok(record.partitions);
         }
-        if described.partitions <= record.partitions {
+        if partitions <= record.partitions {
             return Ok(record.partitions);
         }
         let _op = self.shared.ops.lock().await;
         // Re-read under the lock: an operator may have stopped the topic meanwhile.
         let Some(record) = self.record(topic) else { return Ok(0) };
-        if described.partitions <= record.partitions {
+        if partitions <= record.partitions {
             return Ok(record.partitions);
         }
         // A paused topic stays paused; its owner adds the partitions when it resumes.
         let state = if record.goal == TopicGoal::Pause { PartitionState::Paused } else { PartitionState::Initializing };
         let mut records: Vec<StateRecord> =
-            partition_records(&self.mirror, topic, described.partitions, &state).into_iter().skip(usize::try_from(record.partitions).unwrap_or(0)).collect();
-        records.push(StateRecord::Topic {
-            topic: topic.to_owned(),
-            value: Some(TopicRecord { partitions: described.partitions, updated_ms: now_ms(), ..record.clone() }),
-        });
+            partition_records(&self.mirror, topic, partitions, &state).into_iter().skip(usize::try_from(record.partitions).unwrap_or(0)).collect();
+        records.push(StateRecord::Topic { topic: topic.to_owned(), value: Some(TopicRecord { partitions, updated_ms: now_ms(), ..record.clone() }) });
         self.shared
             .commit(&records)
             .await
             .map_err(|e| ReplicationError::DestinationTopic { topic: topic.to_owned(), detail: format!("cannot record the new partitions: {e}") })?;
-        info!(mirror = %self.mirror, topic, from = record.partitions, to = described.partitions, "source partitions added; mirroring them");
-        Ok(described.partitions)
+        info!(mirror = %self.mirror, topic, from = record.partitions, to = partitions, "source partitions added; mirroring them");
+        Ok(partitions)
     }
 
     /// The topic's record while it belongs to this mirror and is being mirrored (MIRROR or PAUSE).
@@ -180,8 +186,8 @@ impl MirroredTopics for MirrorTopicsView {
         model.topics_of(&self.mirror).filter(|(_, t)| matches!(t.record.goal, TopicGoal::Mirror | TopicGoal::Pause)).map(|(n, _)| n.clone()).collect()
     }
 
-    fn sync_partitions<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, Result<i32, ReplicationError>> {
-        Box::pin(self.grow(topic))
+    fn sync_partitions<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, Result<i32, String>> {
+        Box::pin(async move { self.grow(topic).await.map_err(|e| e.reason()) })
     }
 
     fn add_topic<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, Result<(), String>> {

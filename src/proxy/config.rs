@@ -108,6 +108,15 @@ pub struct MirrorsConfig {
     /// Heartbeat spacing, ms (default 3000; less than `session_timeout_ms`).
     #[serde(default = "default_heartbeat_interval_ms")]
     pub heartbeat_interval_ms: u64,
+    /// Fetch sessions (each on a connection of its own) per source broker for each mirror copied
+    /// here (the proposal's `mirror.num.replica.fetchers`; default 1). More carry more bandwidth
+    /// where one fetch response at a time cannot.
+    #[serde(default = "default_num_replica_fetchers")]
+    pub num_replica_fetchers: usize,
+    /// Memory for fetched data not yet written to the destination, per mirror copied here, bytes
+    /// (default 268435456). Fetching waits while it is used up.
+    #[serde(default = "default_mirror_buffer_bytes")]
+    pub buffer_bytes: usize,
     /// Who may do what with the mirror APIs (spec §9, the `ClusterMirror` resource): allow rules for
     /// the principal a client authenticated as through the proxy (`User:alice`; `User:ANONYMOUS`
     /// without SASL). None (the default): every principal may do everything.
@@ -141,11 +150,19 @@ impl Default for MirrorsConfig {
             group_id: None,
             session_timeout_ms: default_session_timeout_ms(),
             heartbeat_interval_ms: default_heartbeat_interval_ms(),
+            num_replica_fetchers: default_num_replica_fetchers(),
+            buffer_bytes: default_mirror_buffer_bytes(),
             acls: None,
         }
     }
 }
 
+fn default_num_replica_fetchers() -> usize {
+    crate::replicator::config::DEFAULT_FETCHERS_PER_BROKER
+}
+fn default_mirror_buffer_bytes() -> usize {
+    crate::replicator::config::DEFAULT_BUFFER_BYTES
+}
 fn default_session_timeout_ms() -> u64 {
     crate::mirror::ownership::DEFAULT_SESSION_TIMEOUT.as_millis() as u64
 }
@@ -553,6 +570,10 @@ pub struct ProxySettings {
     pub mirror_session_timeout: Duration,
     /// `mirrors.heartbeat_interval_ms`.
     pub mirror_heartbeat_interval: Duration,
+    /// `mirrors.num_replica_fetchers`.
+    pub mirror_fetchers_per_broker: usize,
+    /// `mirrors.buffer_bytes`.
+    pub mirror_buffer_bytes: usize,
     /// TLS and SASL towards the destination (`destination.tls`, `destination.sasl`). The TLS part
     /// applies to every upstream connection; the SASL part to the proxy's own connections only.
     /// `Debug` hides the password and the private key.
@@ -829,6 +850,12 @@ impl ProxyConfig {
                 format!("{} must be above 0 and below mirrors.session_timeout_ms ({})", self.mirrors.heartbeat_interval_ms, self.mirrors.session_timeout_ms),
             );
         }
+        if self.mirrors.num_replica_fetchers == 0 || self.mirrors.num_replica_fetchers > 64 {
+            problem("mirrors.num_replica_fetchers", format!("{} is not between 1 and 64", self.mirrors.num_replica_fetchers));
+        }
+        if self.mirrors.buffer_bytes < 1 << 20 {
+            problem("mirrors.buffer_bytes", format!("{} is below 1048576 (1 MiB)", self.mirrors.buffer_bytes));
+        }
         let (destination_security, security_problems) = self.destination_security();
         for p in security_problems {
             problem(&p.key, p.message);
@@ -885,6 +912,8 @@ impl ProxyConfig {
             mirror_group_id: self.mirrors.group_id.clone(),
             mirror_session_timeout: Duration::from_millis(self.mirrors.session_timeout_ms),
             mirror_heartbeat_interval: Duration::from_millis(self.mirrors.heartbeat_interval_ms),
+            mirror_fetchers_per_broker: self.mirrors.num_replica_fetchers,
+            mirror_buffer_bytes: self.mirrors.buffer_bytes,
             destination_security,
             mirror_acls,
         })

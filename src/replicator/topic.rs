@@ -76,73 +76,222 @@ pub async fn describe_source(source: &Client, topic: &str) -> Result<SourceTopic
     })
 }
 
-/// Creates the destination topic for `source_topic`, or checks an existing one (same partition
-/// count) and brings its §3 settings in line.
-///
-/// # Errors
-/// [`ReplicationError::DestinationTopic`] for a partition count mismatch or refused settings.
-pub async fn ensure_destination(source: &Client, destination: &Client, source_topic: &SourceTopic, config: &ReplicatorConfig) -> Result<(), ReplicationError> {
-    let name = &source_topic.name;
-    let source_configs = source.describe_configs(&ConfigResource::Topic(name.clone())).await.map_err(unavailable("source"))?;
-    let wanted = destination_configs(&source_configs);
+/// Source topics as described for setup, with the destination settings they ask for.
+type Described = BTreeMap<String, (SourceTopic, Vec<(String, String)>)>;
+
+/// Topics set up in one bulk round at most.
+pub(crate) const MAX_SETUP_BATCH: usize = 1000;
+
+/// INITIALIZING for many topics at once: reads each source topic (one Metadata and one
+/// DescribeConfigs for all), checks its id against the one recorded (`expected`, if any), then
+/// creates the destination topics (one CreateTopics), or checks existing ones and brings their
+/// partition counts and §3 settings in line (one request each for all), and waits until every
+/// partition has a leader. One outcome per request, in order.
+pub async fn setup_topics(
+    source: &Client,
+    destination: &Client,
+    requests: &[(String, Option<Uuid>)],
+    config: &ReplicatorConfig,
+) -> Vec<Result<SourceTopic, ReplicationError>> {
+    let mut outcomes: BTreeMap<String, Result<SourceTopic, ReplicationError>> = BTreeMap::new();
+    let names: Vec<&str> = requests.iter().map(|(t, _)| t.as_str()).collect();
+    let finish = |mut outcomes: BTreeMap<String, Result<SourceTopic, ReplicationError>>| -> Vec<Result<SourceTopic, ReplicationError>> {
+        requests
+            .iter()
+            .map(|(t, _)| {
+                outcomes.remove(t).unwrap_or_else(|| Err(ReplicationError::DestinationTopic { topic: t.clone(), detail: "set up twice at once".to_owned() }))
+            })
+            .collect()
+    };
+    let metadata = match source.refresh_metadata(&names).await {
+        Ok(m) => m,
+        Err(e) => {
+            let shared = std::sync::Arc::new(e);
+            for (t, _) in requests {
+                outcomes.insert(t.clone(), Err(ReplicationError::Unavailable { side: "source", source: copy(&shared) }));
+            }
+            return finish(outcomes);
+        }
+    };
+    let mut found: Vec<String> = Vec::new();
+    for (topic, expected) in requests {
+        match metadata.topics.get(topic) {
+            None => {
+                outcomes.insert(topic.clone(), Err(ReplicationError::SourceTopicChanged { topic: topic.clone(), detail: "does not exist".to_owned() }));
+            }
+            Some(info) if expected.is_some_and(|id| !id.is_nil() && id != info.topic_id) => {
+                let recorded = expected.unwrap_or_default();
+                outcomes.insert(
+                    topic.clone(),
+                    Err(ReplicationError::SourceTopicChanged {
+                        topic: topic.clone(),
+                        detail: format!("was re-created (topic id {} now, {recorded} when added to the mirror)", info.topic_id),
+                    }),
+                );
+            }
+            Some(_) => found.push(topic.clone()),
+        }
+    }
+    let mut source_configs = source.describe_topic_configs_bulk(&found).await;
+    let mut described: Described = BTreeMap::new();
+    for topic in found {
+        match source_configs.remove(&topic) {
+            Some(Ok(configs)) => {
+                let info = &metadata.topics[&topic];
+                let described_topic = SourceTopic {
+                    name: topic.clone(),
+                    topic_id: info.topic_id,
+                    cluster_id: metadata.cluster_id.clone().unwrap_or_default(),
+                    partitions: info.partitions.len() as i32,
+                    cleanup_policy: configs.get("cleanup.policy").and_then(|e| e.value.clone()).unwrap_or_else(|| "delete".to_owned()),
+                };
+                described.insert(topic, (described_topic, destination_configs(&configs)));
+            }
+            Some(Err(e)) => {
+                outcomes.insert(topic, Err(unavailable("source")(e)));
+            }
+            None => {
+                outcomes.insert(topic.clone(), Err(ReplicationError::DestinationTopic { topic, detail: "no DescribeConfigs result".to_owned() }));
+            }
+        }
+    }
+    if described.is_empty() {
+        return finish(outcomes);
+    }
     let replication_factor =
         if config.replication_factor > 0 { config.replication_factor } else { destination.cached_metadata().brokers.len().clamp(1, 3) as i16 };
-    let created = destination
-        .create_topics(
-            &[NewTopic { name: name.clone(), num_partitions: source_topic.partitions, replication_factor, configs: wanted.clone() }],
-            Duration::from_secs(60),
-        )
-        .await
-        .map_err(unavailable("destination"))?;
-    match created.into_iter().next() {
-        Some(Ok(_)) => {
-            // Wait until the new topic has leaders everywhere before anyone writes.
-            for p in 0..source_topic.partitions {
-                destination.leader_of(name, p).await.map_err(unavailable("destination"))?;
+    let new_topics: Vec<NewTopic> = described
+        .values()
+        .map(|(t, wanted)| NewTopic { name: t.name.clone(), num_partitions: t.partitions, replication_factor, configs: wanted.clone() })
+        .collect();
+    let created = match destination.create_topics(&new_topics, Duration::from_secs(60)).await {
+        Ok(c) => c,
+        Err(e) => {
+            let shared = std::sync::Arc::new(e);
+            for t in described.keys() {
+                outcomes.insert(t.clone(), Err(ReplicationError::Unavailable { side: "destination", source: copy(&shared) }));
             }
-            Ok(())
+            return finish(outcomes);
         }
-        Some(Err(e)) if e.code() == Some(ErrorCode::TopicAlreadyExists) => check_existing(destination, source_topic, &wanted).await,
-        Some(Err(e)) => Err(ReplicationError::DestinationTopic { topic: name.clone(), detail: format!("cannot be created: {e}") }),
-        None => Err(ReplicationError::DestinationTopic { topic: name.clone(), detail: "no CreateTopics result".to_owned() }),
+    };
+    let mut ready: Vec<String> = Vec::new();
+    let mut existing: Vec<String> = Vec::new();
+    for (topic, result) in new_topics.iter().map(|t| t.name.clone()).zip(created) {
+        match result {
+            Ok(_) => ready.push(topic),
+            Err(e) if e.code() == Some(ErrorCode::TopicAlreadyExists) => existing.push(topic),
+            Err(e) => {
+                outcomes.insert(topic.clone(), Err(ReplicationError::DestinationTopic { topic, detail: format!("cannot be created: {e}") }));
+            }
+        }
     }
+    if !existing.is_empty() {
+        let checked = check_existing(destination, &existing, &described).await;
+        for (topic, outcome) in checked {
+            match outcome {
+                Ok(()) => ready.push(topic),
+                Err(e) => {
+                    outcomes.insert(topic, Err(e));
+                }
+            }
+        }
+    }
+    // Nobody writes before every partition has a leader.
+    let waiting: Vec<(String, i32)> = ready.iter().map(|t| (t.clone(), described[t].0.partitions)).collect();
+    let missing = destination.wait_for_leaders(&waiting).await;
+    for topic in ready {
+        let outcome = if missing.contains(&topic) {
+            Err(ReplicationError::Unavailable { side: "destination", source: ClientError::NoLeader { topic: topic.clone(), partition: -1 } })
+        } else {
+            Ok(described[&topic].0.clone())
+        };
+        outcomes.insert(topic, outcome);
+    }
+    finish(outcomes)
 }
 
-async fn check_existing(destination: &Client, source_topic: &SourceTopic, wanted: &[(String, String)]) -> Result<(), ReplicationError> {
-    let name = &source_topic.name;
-    let metadata = destination.refresh_metadata(&[name]).await.map_err(unavailable("destination"))?;
-    let partitions = metadata.topics.get(name).map_or(0, |t| t.partitions.len() as i32);
-    if partitions > source_topic.partitions {
-        return Err(ReplicationError::DestinationTopic {
-            topic: name.clone(),
-            detail: format!("has {partitions} partitions, the source has {}", source_topic.partitions),
-        });
-    }
-    if partitions < source_topic.partitions {
-        // The source grew while nobody copied the topic (paused, or its copier moved or stopped
-        // before adding them): add the missing partitions now (spec §7).
-        destination
-            .create_partitions(name, source_topic.partitions, Duration::from_secs(60))
-            .await
-            .map_err(|e| ReplicationError::DestinationTopic { topic: name.clone(), detail: format!("cannot add partitions: {e}") })?;
-        for p in partitions..source_topic.partitions {
-            destination.leader_of(name, p).await.map_err(unavailable("destination"))?;
+/// Checks destination topics that exist already: not more partitions than the source (fewer are
+/// added: the source grew while nobody copied the topic), and the §3 settings.
+async fn check_existing(destination: &Client, topics: &[String], described: &Described) -> Vec<(String, Result<(), ReplicationError>)> {
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let metadata = match destination.refresh_metadata(&names).await {
+        Ok(m) => m,
+        Err(e) => {
+            let shared = std::sync::Arc::new(e);
+            return topics.iter().map(|t| (t.clone(), Err(ReplicationError::Unavailable { side: "destination", source: copy(&shared) }))).collect();
         }
-        tracing::info!(topic = %name, from = partitions, to = source_topic.partitions, "destination partitions added to match the source");
+    };
+    let mut out: BTreeMap<String, Result<(), ReplicationError>> = BTreeMap::new();
+    let mut grow: Vec<(String, i32)> = Vec::new();
+    for topic in topics {
+        let source = &described[topic].0;
+        let partitions = metadata.topics.get(topic).map_or(0, |t| t.partitions.len() as i32);
+        if partitions > source.partitions {
+            let detail = format!("has {partitions} partitions, the source has {}", source.partitions);
+            out.insert(topic.clone(), Err(ReplicationError::DestinationTopic { topic: topic.clone(), detail }));
+        } else if partitions < source.partitions {
+            tracing::info!(topic = %topic, from = partitions, to = source.partitions, "destination partitions added to match the source");
+            grow.push((topic.clone(), source.partitions));
+        }
     }
-    let current = destination.describe_configs(&ConfigResource::Topic(name.clone())).await.map_err(unavailable("destination"))?;
-    let ops: Vec<AlterConfigOp> = wanted
-        .iter()
-        .filter(|(k, v)| current.get(k).and_then(|e| e.value.as_deref()) != Some(v.as_str()))
-        .map(|(k, v)| AlterConfigOp::Set(k.clone(), v.clone()))
-        .collect();
-    if !ops.is_empty() {
-        destination
-            .incremental_alter_configs(&ConfigResource::Topic(name.clone()), &ops)
-            .await
-            .map_err(|e| ReplicationError::DestinationTopic { topic: name.clone(), detail: format!("settings refused: {e}") })?;
+    if !grow.is_empty() {
+        for (topic, outcome) in destination.create_partitions_bulk(&grow, Duration::from_secs(60)).await {
+            if let Err(e) = outcome {
+                out.insert(topic.clone(), Err(ReplicationError::DestinationTopic { topic, detail: format!("cannot add partitions: {e}") }));
+            }
+        }
     }
-    Ok(())
+    let settle: Vec<String> = topics.iter().filter(|t| !out.contains_key(*t)).cloned().collect();
+    let mut current = destination.describe_topic_configs_bulk(&settle).await;
+    let mut changes: Vec<(String, Vec<AlterConfigOp>)> = Vec::new();
+    for topic in &settle {
+        match current.remove(topic) {
+            Some(Ok(current)) => {
+                let ops: Vec<AlterConfigOp> = described[topic]
+                    .1
+                    .iter()
+                    .filter(|(k, v)| current.get(k).and_then(|e| e.value.as_deref()) != Some(v.as_str()))
+                    .map(|(k, v)| AlterConfigOp::Set(k.clone(), v.clone()))
+                    .collect();
+                if !ops.is_empty() {
+                    changes.push((topic.clone(), ops));
+                }
+            }
+            Some(Err(e)) => {
+                out.insert(topic.clone(), Err(unavailable("destination")(e)));
+            }
+            None => {}
+        }
+    }
+    if !changes.is_empty() {
+        for (topic, outcome) in destination.alter_topic_configs_bulk(&changes).await {
+            if let Err(e) = outcome {
+                out.insert(topic.clone(), Err(ReplicationError::DestinationTopic { topic, detail: format!("settings refused: {e}") }));
+            }
+        }
+    }
+    topics.iter().map(|t| (t.clone(), out.remove(t).unwrap_or(Ok(())))).collect()
+}
+
+/// One copy of a failure of a request made for many topics, for each of them.
+fn copy(error: &std::sync::Arc<ClientError>) -> ClientError {
+    match &**error {
+        ClientError::Broker { api_key, target, code, message } => {
+            ClientError::Broker { api_key: *api_key, target: target.clone(), code: *code, message: message.clone() }
+        }
+        ClientError::Bootstrap { bootstrap, source } => ClientError::Bootstrap {
+            bootstrap: bootstrap.clone(),
+            source: crate::client::ConnectionError::Poisoned {
+                addr: bootstrap.clone(),
+                source: std::sync::Arc::new(crate::client::ConnectionError::Closed { addr: source.to_string() }),
+            },
+        },
+        other => ClientError::Connection {
+            broker: -1,
+            api_key: kafka_protocol::messages::ApiKey::Metadata,
+            source: crate::client::ConnectionError::Closed { addr: other.to_string() },
+        },
+    }
 }
 
 #[cfg(test)]

@@ -108,6 +108,51 @@ pub async fn sync_topic_configs(source: &Client, destination: &Client, topic: &s
     Ok(ops)
 }
 
+/// Copies the settings of every topic of `topics` from the source to the destination: one
+/// DescribeConfigs per cluster and one IncrementalAlterConfigs for all of them. Returns the topics
+/// that changed.
+///
+/// # Errors
+/// [`SyncError::Cluster`] for the first topic whose settings could not be read or changed (the
+/// others are synced all the same).
+pub async fn sync_topic_configs_bulk(source: &Client, destination: &Client, topics: &[String], filter: &ConfigFilter) -> Result<Vec<String>, SyncError> {
+    let err = |side: &'static str, topic: &str, source: ClientError| SyncError::Cluster { side, what: format!("configs of {topic}"), source: Box::new(source) };
+    let (mut wanted, mut current) = futures_util::join!(source.describe_topic_configs_bulk(topics), destination.describe_topic_configs_bulk(topics));
+    let mut first_error = None;
+    let mut changes = Vec::new();
+    for topic in topics {
+        match (wanted.remove(topic), current.remove(topic)) {
+            (Some(Ok(w)), Some(Ok(c))) => {
+                let ops = config_changes(&w, &c, filter);
+                if !ops.is_empty() {
+                    changes.push((topic.clone(), ops));
+                }
+            }
+            (Some(Err(e)), _) => {
+                first_error.get_or_insert(err("source", topic, e));
+            }
+            (_, Some(Err(e))) => {
+                first_error.get_or_insert(err("destination", topic, e));
+            }
+            // A topic not answered for was not asked for: nothing to do.
+            _ => {}
+        }
+    }
+    let mut changed = Vec::new();
+    for (topic, outcome) in destination.alter_topic_configs_bulk(&changes).await {
+        match outcome {
+            Ok(()) => changed.push(topic),
+            Err(e) => {
+                first_error.get_or_insert(err("destination", &topic, e));
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(changed),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,40 +18,24 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::acls::{AclLedger, AclSync, InMemoryAclLedger, parse_acl_filters};
-use super::configs::{ConfigFilter, DEFAULT_EXCLUDED_PROPERTIES, sync_topic_configs};
+use super::configs::{ConfigFilter, DEFAULT_EXCLUDED_PROPERTIES, sync_topic_configs_bulk};
 use super::groups::{GroupFilter, SkippedGroup, SyncError, sync_group_offsets};
 use super::share_groups::sync_share_group_offsets;
 use super::topics::{DEFAULT_EXCLUDED_TOPICS, TopicPattern, new_matching_topics};
 use crate::client::{AclFilter, Client};
-use crate::replicator::{ReplicationError, Replicator};
 use crate::report::error_chain;
 
-/// What the runner needs from whatever copies the mirror's topics: which topics, following a
-/// partition increase, and starting a new topic. [`Replicator`] is one.
+/// What the runner needs from the mirror it syncs: which topics it mirrors, following a
+/// partition increase, and adding a new topic. The mirror implements it (through its state log,
+/// never by driving a replicator: sync and replicator are siblings, both driven by the mirror).
 pub trait MirroredTopics: Send + Sync + std::fmt::Debug {
-    /// The topics copied.
+    /// The topics mirrored.
     fn topics(&self) -> Vec<String>;
-    /// Follows a partition increase of `topic` at the source.
-    fn sync_partitions<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<i32, ReplicationError>>;
-    /// Starts copying a new topic; `Err` with the reason if it was refused.
+    /// Follows a partition increase of `topic` at the source; the partition count mirrored now, or
+    /// why it could not be followed.
+    fn sync_partitions<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<i32, String>>;
+    /// Starts mirroring a new topic; `Err` with the reason if it was refused.
     fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<(), String>>;
-}
-
-impl MirroredTopics for Replicator {
-    fn topics(&self) -> Vec<String> {
-        Replicator::topics(self)
-    }
-
-    fn sync_partitions<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<i32, ReplicationError>> {
-        Box::pin(Replicator::sync_partitions(self, topic))
-    }
-
-    fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            Replicator::add_topic(self, topic).await;
-            Ok(())
-        })
-    }
 }
 
 /// Default `sync.group.offsets.interval.ms`.
@@ -237,17 +221,17 @@ pub struct SyncStatus {
 pub struct SyncRunner {
     source: Arc<Client>,
     destination: Arc<Client>,
-    replicator: Arc<dyn MirroredTopics>,
+    mirror: Arc<dyn MirroredTopics>,
     settings: SyncSettings,
     status: Arc<Mutex<BTreeMap<SyncKind, SyncStatus>>>,
     acl_sync: AclSync,
 }
 
 impl SyncRunner {
-    /// A runner for the topics `replicator` copies. The ACL bindings it creates are remembered in
+    /// A runner for the topics `mirror` mirrors. The ACL bindings it creates are remembered in
     /// memory only, until [`SyncRunner::with_acl_ledger`] gives it a ledger that lasts.
-    pub fn new(source: Arc<Client>, destination: Arc<Client>, replicator: Arc<dyn MirroredTopics>, settings: SyncSettings) -> Self {
-        Self::with_status(source, destination, replicator, settings, Arc::default())
+    pub fn new(source: Arc<Client>, destination: Arc<Client>, mirror: Arc<dyn MirroredTopics>, settings: SyncSettings) -> Self {
+        Self::with_status(source, destination, mirror, settings, Arc::default())
     }
 
     /// A runner recording its status in `status` (which the caller may have filled already, e.g.
@@ -255,12 +239,12 @@ impl SyncRunner {
     pub fn with_status(
         source: Arc<Client>,
         destination: Arc<Client>,
-        replicator: Arc<dyn MirroredTopics>,
+        mirror: Arc<dyn MirroredTopics>,
         settings: SyncSettings,
         status: Arc<Mutex<BTreeMap<SyncKind, SyncStatus>>>,
     ) -> Self {
         let acl_sync = AclSync::new(String::new(), Arc::new(InMemoryAclLedger::new()));
-        Self { source, destination, replicator, settings, status, acl_sync }
+        Self { source, destination, mirror, settings, status, acl_sync }
     }
 
     /// Keeps the ACL bindings this runner creates in `ledger`, under `mirror`.
@@ -307,7 +291,7 @@ impl SyncRunner {
         if !self.settings.group_offsets {
             return;
         }
-        let topics: BTreeSet<String> = self.replicator.topics().into_iter().collect();
+        let topics: BTreeSet<String> = self.mirror.topics().into_iter().collect();
         let outcome = sync_group_offsets(&self.source, &self.destination, &topics, &self.settings.groups).await;
         self.record_details(SyncKind::GroupOffsets, outcome.map(|r| (r.skipped, None)).map_err(|e| error_chain(&e)));
         let outcome = sync_share_group_offsets(&self.source, &self.destination, &topics, &self.settings.groups).await;
@@ -316,20 +300,20 @@ impl SyncRunner {
 
     /// One round of the metadata syncs: configs, partitions, new topics, ACLs.
     pub async fn sync_metadata_once(&mut self) {
-        let topics = self.replicator.topics();
+        let topics = self.mirror.topics();
         if self.settings.topic_configs {
-            let mut outcome = Ok(());
-            for t in &topics {
-                if let Err(e) = sync_topic_configs(&self.source, &self.destination, t, &self.settings.configs).await {
-                    outcome = Err(error_chain(&e));
-                }
-            }
-            self.record(SyncKind::TopicConfigs, outcome);
+            let outcome = sync_topic_configs_bulk(&self.source, &self.destination, &topics, &self.settings.configs).await;
+            self.record(SyncKind::TopicConfigs, outcome.map(drop).map_err(|e| error_chain(&e)));
+        }
+        // One metadata request for every topic: the partition checks below read it.
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        if !names.is_empty() {
+            let _ = self.source.refresh_metadata(&names).await;
         }
         let mut outcome = Ok(());
         for t in &topics {
-            if let Err(e) = self.replicator.sync_partitions(t).await {
-                outcome = Err(e.reason());
+            if let Err(reason) = self.mirror.sync_partitions(t).await {
+                outcome = Err(reason);
             }
         }
         self.record(SyncKind::Partitions, outcome);
@@ -339,7 +323,7 @@ impl SyncRunner {
                 Ok(new) => {
                     let mut refused = Vec::new();
                     for t in new {
-                        if let Err(reason) = self.replicator.add_topic(&t).await {
+                        if let Err(reason) = self.mirror.add_topic(&t).await {
                             refused.push(format!("{t}: {reason}"));
                         }
                     }

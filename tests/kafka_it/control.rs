@@ -27,7 +27,6 @@ impl ControlPlane {
     async fn start(dst: &Cluster, state_topic: &str) -> Self {
         let config = MirrorManagerConfig {
             state_topic: state_topic.to_owned(),
-            status_interval: Duration::from_millis(200),
             stop_wait: Duration::from_secs(60),
             fetch_max_wait: Duration::from_millis(100),
             ..MirrorManagerConfig::default()

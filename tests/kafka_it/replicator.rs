@@ -9,7 +9,7 @@ use kafka_harness::{
     librdkafka_consume, source, unique_name,
 };
 use kafka_mirror_proxy::client::{Client, IsolationLevel, OffsetSpec};
-use kafka_mirror_proxy::mirror::PartitionState;
+use kafka_mirror_proxy::replicator::CopyState;
 use kafka_mirror_proxy::replicator::{Replicator, ReplicatorConfig};
 
 use crate::common::{client, poll_until};
@@ -36,11 +36,11 @@ pub async fn wait_caught_up(replicator: &Replicator, src: &Client, topic: &str) 
             return None;
         }
         for s in &statuses {
-            if let PartitionState::Failed { reason } = &s.state {
+            if let CopyState::Failed { reason } = &s.state {
                 panic!("{topic}-{} FAILED: {reason}", s.partition);
             }
             let end = src.list_offset(topic, s.partition, OffsetSpec::Latest, iso).await.ok()?;
-            if s.state != PartitionState::Mirroring || s.destination_offset < end {
+            if s.state != CopyState::Mirroring || s.destination_offset < end {
                 return None;
             }
         }
@@ -336,7 +336,7 @@ async fn divergence_and_recreated_source_topics_fail_their_partitions() {
     write(&topic, 100);
     let failed = poll_until(CATCH_UP, || async {
         replicator.status().into_iter().find(|s| s.topic == topic && s.partition == 1).and_then(|s| match s.state {
-            PartitionState::Failed { reason } => Some(reason),
+            CopyState::Failed { reason } => Some(reason),
             _ => None,
         })
     })
@@ -349,7 +349,7 @@ async fn divergence_and_recreated_source_topics_fail_their_partitions() {
         let mut ok = true;
         for s in replicator.status().into_iter().filter(|s| s.topic == topic && s.partition != 1) {
             let end = src_client.list_offset(&topic, s.partition, OffsetSpec::Latest, IsolationLevel::ReadCommitted).await.ok()?;
-            ok &= s.state == PartitionState::Mirroring && s.destination_offset == end;
+            ok &= s.state == CopyState::Mirroring && s.destination_offset == end;
         }
         ok.then_some(())
     })
@@ -367,7 +367,7 @@ async fn divergence_and_recreated_source_topics_fail_their_partitions() {
     write(&recreated, 300);
     let reason = poll_until(CATCH_UP, || async {
         replicator.status().into_iter().find(|s| s.topic == recreated).and_then(|s| match s.state {
-            PartitionState::Failed { reason } => Some(reason),
+            CopyState::Failed { reason } => Some(reason),
             _ => None,
         })
     })

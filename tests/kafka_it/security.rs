@@ -332,11 +332,7 @@ impl SecureProxy {
         let mut client_config = settings.destination_client_config("kmp-test-control");
         client_config.backoff.deadline = Duration::from_secs(20);
         let control = Client::connect(client_config).await.expect("control plane client");
-        let config = MirrorManagerConfig {
-            state_topic: unique_name("__mirror_state_sec"),
-            status_interval: Duration::from_millis(200),
-            ..MirrorManagerConfig::default()
-        };
+        let config = MirrorManagerConfig { state_topic: unique_name("__mirror_state_sec"), ..MirrorManagerConfig::default() };
         let manager = Arc::new(MirrorManager::start(Arc::new(control), config).await.expect("manager starts"));
         let acls = MirrorOperation::ALL.iter().map(|op| MirrorAcl { principal: "User:admin".to_owned(), operation: *op, mirror: "*".to_owned() }).collect();
         let admin = Arc::new(AdminHandler::new(manager.clone(), Arc::new(AclAuthorizer::new(acls))));
@@ -510,7 +506,6 @@ async fn a_mirror_copies_from_a_sasl_ssl_source() {
     let config = MirrorManagerConfig {
         state_topic: unique_name("__mirror_state_sec"),
         secret_key: Some(SecretKey::derive("security test passphrase")),
-        status_interval: Duration::from_millis(200),
         fetch_max_wait: Duration::from_millis(100),
         ..MirrorManagerConfig::default()
     };

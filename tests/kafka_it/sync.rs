@@ -250,6 +250,28 @@ async fn acls_follow_the_source_within_the_filter() {
 /// once the source is back, offsets arrive again and data mirroring goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_source_is_reported_and_retried() {
+    use kafka_mirror_proxy::replicator::Replicator;
+    use kafka_mirror_proxy::sync::MirroredTopics;
+
+    /// The runner's view of a mirror whose topics one replicator copies (the test's stand-in for
+    /// the mirror, which follows partitions through its state log).
+    #[derive(Debug)]
+    struct Copied(Arc<Replicator>);
+    impl MirroredTopics for Copied {
+        fn topics(&self) -> Vec<String> {
+            self.0.topics()
+        }
+        fn sync_partitions<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<i32, String>> {
+            Box::pin(async move { self.0.sync_partitions(topic).await.map_err(|e| e.reason()) })
+        }
+        fn add_topic<'a>(&'a self, topic: &'a str) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
+            Box::pin(async move {
+                self.0.add_topic(topic).await;
+                Ok(())
+            })
+        }
+    }
+
     use kafka_harness::{Cluster, ClusterSpec};
     use kafka_mirror_proxy::client::{BackoffConfig, Client, ClientConfig};
     use kafka_mirror_proxy::sync::{SyncKind, SyncRunner, SyncSettings};
@@ -274,7 +296,7 @@ async fn unreachable_source_is_reported_and_retried() {
     wait_caught_up(&replicator, &s, &topic).await;
     let settings =
         SyncSettings { group_offsets_interval: Duration::from_millis(300), metadata_refresh_interval: Duration::from_millis(1000), ..SyncSettings::default() };
-    let runner = SyncRunner::new(s.clone(), d.clone(), replicator.clone(), settings);
+    let runner = SyncRunner::new(s.clone(), d.clone(), Arc::new(Copied(replicator.clone())), settings);
     let status = runner.status_handle();
     let cancel = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(runner.run(cancel.clone()));
@@ -410,7 +432,6 @@ async fn share_group_start_offsets_arrive_and_a_share_consumer_resumes_there() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_without_share_groups_does_not_fail_the_group_sync() {
     use kafka_harness::{Cluster, ClusterSpec};
-    use kafka_mirror_proxy::replicator::ReplicationError;
     use kafka_mirror_proxy::sync::{MirroredTopics, SyncKind, SyncRunner, SyncSettings};
     use std::sync::Arc;
 
@@ -421,7 +442,7 @@ async fn a_source_without_share_groups_does_not_fail_the_group_sync() {
         fn topics(&self) -> Vec<String> {
             vec![self.0.clone()]
         }
-        fn sync_partitions<'a>(&'a self, _: &'a str) -> futures_util::future::BoxFuture<'a, Result<i32, ReplicationError>> {
+        fn sync_partitions<'a>(&'a self, _: &'a str) -> futures_util::future::BoxFuture<'a, Result<i32, String>> {
             unreachable!("not on the group tick")
         }
         fn add_topic<'a>(&'a self, _: &'a str) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
@@ -472,7 +493,6 @@ async fn mirror_topics_of_the_source_are_refused_until_stopped_there() {
     let manager = |bootstrap: String, state_topic: String| async move {
         let config = MirrorManagerConfig {
             state_topic,
-            status_interval: Duration::from_millis(200),
             stop_wait: Duration::from_secs(60),
             fetch_max_wait: Duration::from_millis(100),
             ..MirrorManagerConfig::default()

@@ -43,7 +43,7 @@ async fn main() -> anyhow::Result<()> {
                         "{}",
                         serde_json::json!({
                             "topic": s.topic, "partition": s.partition, "state": s.state.name(),
-                            "reason": match &s.state { kafka_mirror_proxy::mirror::PartitionState::Failed { reason } => reason.clone(), _ => String::new() },
+                            "reason": match &s.state { kafka_mirror_proxy::replicator::CopyState::Failed { reason } => reason.clone(), _ => String::new() },
                             "destination_offset": s.destination_offset,
                             "source_high_watermark": s.source_high_watermark,
                         })
