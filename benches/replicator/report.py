@@ -4,7 +4,7 @@ summary.json next to it.
 
 usage: report.py BENCH_OUT RECORDS RECORD_SIZE COMMIT
 
-Run directories: replicator-N, mm2-N, raw-N (bulk copies, round N), lag-<copier>-<hi|lo> (lag
+Run directories: replicator-N, proxy-N, mm2-N, raw-N (bulk copies, round N), lag-<copier>-<hi|lo> (lag
 phases); replicator-1 also holds the lag phase with idle partitions (lag-replicator-idle).
 """
 import glob
@@ -173,7 +173,7 @@ def main():
     lines.append("")
     lines.append("| run | MB/s steady (5%-95%) | MB/s incl. startup | copier CPU-s/GB steady | copier CPU-s/GB whole process | copier peak RSS (MiB) | brokers CPU-s/GB steady (src + dst) | cores busy steady: copier / brokers / everything else on the machine |")
     lines.append("|---|---|---|---|---|---|---|---|")
-    bulk = {"replicator": [], "mm2": [], "raw": []}
+    bulk = {"replicator": [], "proxy": [], "mm2": [], "raw": []}
     for name, e in runs.items():
         b = e["bulk"]
         if not b or "steady_mb_s" not in b:
@@ -204,10 +204,12 @@ def main():
     rep_cpu_w = median(cpu(e["bulk"], "copier", "whole") for e in bulk["replicator"])
     mm2_cpu_w = median(cpu(e["bulk"], "copier", "whole") for e in bulk["mm2"])
     raw_cpu = median(e.get("raw_cpu_s_per_gb") for e in bulk["raw"])
+    prx = median(e["bulk"]["steady_mb_s"] for e in bulk["proxy"])
+    prx_cpu = median(cpu(e["bulk"], "copier") for e in bulk["proxy"])
     summary["medians"] = {"replicator_mb_s": rep, "mm2_mb_s": mm2, "raw_limit_mb_s": raw,
                         "replicator_cpu_s_per_gb": rep_cpu, "mm2_cpu_s_per_gb": mm2_cpu,
                         "replicator_cpu_s_per_gb_whole": rep_cpu_w, "mm2_cpu_s_per_gb_whole": mm2_cpu_w,
-                        "raw_cpu_s_per_gb_whole": raw_cpu}
+                        "raw_cpu_s_per_gb_whole": raw_cpu, "proxy_mb_s": prx, "proxy_cpu_s_per_gb": prx_cpu}
     lines.append("")
     lines.append(f"Medians over rounds (range): replicator {fmt(rep)} MB/s ({spread(e['bulk']['steady_mb_s'] for e in bulk['replicator'])}),"
                  f" {fmt(rep_cpu, 2)} CPU-s/GB steady ({fmt(rep_cpu_w, 2)} whole);"
@@ -216,6 +218,10 @@ def main():
     lines.append("")
     if rep and mm2:
         lines.append(f"- replicator / MM2 throughput: {rep / mm2:.2f}x (target >= 3x)")
+    if prx and mm2:
+        lines.append(f"- product path (proxy binary, mirror made with kafka-mirrors) / MM2 throughput: {prx / mm2:.2f}x (target >= 5x);"
+                     f" {fmt(prx)} MB/s ({spread(e['bulk']['steady_mb_s'] for e in bulk['proxy'])}), {fmt(prx_cpu, 2)} CPU-s/GB steady"
+                     + (f", {prx_cpu / mm2_cpu:.3f} of MM2's CPU per GB" if prx_cpu and mm2_cpu else ""))
     if rep and raw:
         lines.append(f"- replicator / raw limit: {100 * rep / raw:.0f}% (target >= 70%)")
     if rep_cpu and mm2_cpu:

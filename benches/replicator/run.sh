@@ -20,7 +20,9 @@
 #   LAG_SECONDS [60]           measured length of each lag phase, after LAG_WARMUP_SECONDS [30] of
 #                              the same production that are not counted (JIT warm-up of the JVMs)
 #   BENCH_REPEAT [3]           rounds of the three bulk copies (alternating: other load varies)
-#   BENCH_KINDS ["replicator mm2 raw"]   the bulk copies of each round
+#   BENCH_KINDS ["replicator proxy mm2 raw"]   the bulk copies of each round
+#   MM2_TASKS [min(PARTITIONS, 12)]  MirrorMaker 2's tasks.max (one consumer and producer each; more
+#                              than the cores can run only adds overhead on this machine)
 #   BENCH_LAG [1]              0: skip the lag phases (they need both the replicator and mm2)
 #   BENCH_REV [HEAD]           commit of this repository whose replicator is built (git archive, so
 #                              uncommitted edits in the working tree are not measured)
@@ -60,7 +62,8 @@ LINGER_MS=${LINGER_MS:-10}
 LAG_SECONDS=${LAG_SECONDS:-60}
 LAG_WARMUP_SECONDS=${LAG_WARMUP_SECONDS:-30}
 BENCH_REPEAT=${BENCH_REPEAT:-3}
-BENCH_KINDS=${BENCH_KINDS:-"replicator mm2 raw"}
+BENCH_KINDS=${BENCH_KINDS:-"replicator proxy mm2 raw"}
+MM2_TASKS=${MM2_TASKS:-$((PARTITIONS < 12 ? PARTITIONS : 12))}
 BENCH_LAG=${BENCH_LAG:-1}
 BENCH_REV=${BENCH_REV:-HEAD}
 KAFKA_VERSION=${KAFKA_VERSION:-4.4.0}
@@ -148,9 +151,13 @@ if [[ -z ${REPLICATE_BIN:-} ]]; then
     rm -rf "$SRC_TREE" && mkdir -p "$SRC_TREE"
     git -C "$ROOT" archive "$COMMIT" | tar -x -m -C "$SRC_TREE"
     log "building the replicator at $COMMIT (release)"
-    (cd "$SRC_TREE" && nice cargo build -q --release --example replicate) || die "cargo build"
+    (cd "$SRC_TREE" && nice cargo build -q --release --example replicate --bin kafka-mirror-proxy --bin kafka-mirrors) || die "cargo build"
     REPLICATE_BIN="$CARGO_TARGET_DIR/release/examples/replicate"
+    PROXY_BIN="$CARGO_TARGET_DIR/release/kafka-mirror-proxy"
+    MIRRORS_BIN="$CARGO_TARGET_DIR/release/kafka-mirrors"
 else
+    PROXY_BIN=${PROXY_BIN:-"$(dirname "$REPLICATE_BIN")/../kafka-mirror-proxy"}
+    MIRRORS_BIN=${MIRRORS_BIN:-"$(dirname "$REPLICATE_BIN")/../kafka-mirrors"}
     COMMIT="(prebuilt $REPLICATE_BIN)"
 fi
 PAYLOADS="$BENCH_DIR/payloads.txt"
@@ -377,7 +384,9 @@ start_cluster source
 SOURCE=$BOOTSTRAP
 SOURCE_PID=$BROKER_PID
 SOURCE_JMX=$BROKER_JMX
-for t in bench lag-replicator-idle lag-replicator-hi lag-replicator-lo lag-mm2-hi lag-mm2-lo; do create_topic "$SOURCE" "$t"; done
+LAG_TOPICS=""
+((BENCH_LAG == 1)) && LAG_TOPICS="lag-replicator-idle lag-replicator-hi lag-replicator-lo lag-mm2-hi lag-mm2-lo"
+for t in bench $LAG_TOPICS; do create_topic "$SOURCE" "$t"; done
 produce "$SOURCE" bench "$RECORDS" -1 "$BENCH_OUT/fill-producer.txt"
 wait "$SPAWNED" || die "filling the source: $(tail -5 "$BENCH_OUT/fill-producer.txt")"
 log "source filled: $(grep 'records sent' "$BENCH_OUT/fill-producer.txt" | tail -1)"
@@ -396,6 +405,24 @@ start_copier() {
             spawn "$REPLICATE_BIN" --source "$SOURCE" --destination "$dest" "$@" \
                 > "$run_dir/status.jsonl" 2> "$run_dir/replicate.log"
             ;;
+        proxy)
+            local port metrics t
+            port=$(free_port); metrics=$(free_port)
+            spawn env RUST_LOG=warn KMP_PROXY__LISTEN="127.0.0.1:$port" KMP_PROXY__BROKER_PORT_BASE=0 \
+                KMP_DESTINATION__BOOTSTRAP_SERVERS="$dest" KMP_ADMIN__METRICS_LISTEN="127.0.0.1:$metrics" \
+                "$PROXY_BIN" --config "$ROOT/proxy.yaml" > "$run_dir/proxy.log" 2>&1
+            for _ in $(seq 600); do
+                curl -sf "http://127.0.0.1:$metrics/health" > /dev/null 2>&1 && break
+                sleep 0.1
+            done
+            echo "bootstrap.servers=$SOURCE" > "$run_dir/mirror.properties"
+            "$MIRRORS_BIN" --bootstrap-server "127.0.0.1:$port" --create --mirror bench \
+                --mirror-config "$run_dir/mirror.properties" > /dev/null || die "kafka-mirrors --create"
+            for t in "$@"; do
+                "$MIRRORS_BIN" --bootstrap-server "127.0.0.1:$port" --add --mirror bench --topic "$t" > /dev/null \
+                    || die "kafka-mirrors --add $t"
+            done
+            ;;
         mm2)
             local topics
             topics=$(IFS=,; echo "$*")
@@ -408,7 +435,7 @@ A->B.enabled = true
 A->B.topics = $topics
 B->A.enabled = false
 replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy
-tasks.max = $PARTITIONS
+tasks.max = $MM2_TASKS
 # Single-broker clusters.
 replication.factor = 1
 heartbeats.topic.replication.factor = 1
@@ -577,6 +604,7 @@ for ((i = 1; i <= BENCH_REPEAT; i++)); do
     for kind in $BENCH_KINDS; do
         case $kind in
             replicator) run_bulk replicator "replicator-$i" $idle ;;
+            proxy) run_bulk proxy "proxy-$i" ;;
             mm2) run_bulk mm2 "mm2-$i" ;;
             raw) run_raw "raw-$i" ;;
             *) die "unknown kind $kind in BENCH_KINDS" ;;
@@ -592,7 +620,8 @@ if ((BENCH_LAG == 1)); then
     run_lag mm2 lag-mm2-lo lag-mm2-lo $((RATE[mm2] / 2))
 fi
 
-scan_logs "$BENCH_OUT" source bench lag-replicator-idle lag-replicator-hi lag-replicator-lo lag-mm2-hi lag-mm2-lo
+# shellcheck disable=SC2086
+scan_logs "$BENCH_OUT" source bench $LAG_TOPICS
 python3 "$HERE/report.py" "$BENCH_OUT" "$RECORDS" "$RECORD_SIZE" "$COMMIT" > "$BENCH_OUT/summary.md"
 cat "$BENCH_OUT/summary.md"
 exit

@@ -397,6 +397,10 @@ impl Shared {
         // Mirror topics of the source itself are refused (mirrors must not loop).
         let looped = super::loops::source_mirror_topics(&source, &self.config.state_topic).await.map_err(|e| MirrorError::LoopCheck(Box::new(e)))?;
         let mut outcomes = Vec::new();
+        // One commit for every topic added (each topic record before its partitions: from it on the
+        // topic is read-only), not one round trip per topic.
+        let mut records = Vec::new();
+        let mut added = Vec::new();
         for info in matched {
             if let Some(source_mirror) = looped.get(&info.name) {
                 outcomes.push((info.name.clone(), Err(MirrorError::MirrorLoop { topic: info.name.clone(), source_mirror: source_mirror.clone() })));
@@ -416,12 +420,14 @@ impl Shared {
             }
             let partitions = info.partitions.len() as i32;
             let record = TopicRecord { mirror: mirror.to_owned(), source_topic_id: info.topic_id, partitions, goal: TopicGoal::Mirror, updated_ms: now_ms() };
-            // The topic record first: from it on the topic is read-only.
-            let mut records = vec![StateRecord::Topic { topic: info.name.clone(), value: Some(record) }];
+            records.push(StateRecord::Topic { topic: info.name.clone(), value: Some(record) });
             records.extend(partition_records(mirror, &info.name, partitions, &PartitionState::Initializing));
-            self.commit(&records).await?;
-            info!(mirror, topic = %info.name, partitions, "topic added to the mirror");
-            outcomes.push((info.name.clone(), Ok(())));
+            added.push((info.name.clone(), partitions));
+        }
+        self.commit(&records).await?;
+        for (topic, partitions) in added {
+            info!(mirror, topic = %topic, partitions, "topic added to the mirror");
+            outcomes.push((topic, Ok(())));
         }
         // The patterns last: the mirror's sync adds topics matching them that the log does not know,
         // and must not race this call for the topics it adds.

@@ -66,6 +66,8 @@
  *     Prints per partition {"partition":P,"earliest":E,"latest":HW,"lastStable":LSO}.
  *   admin delete-records --topic T --partition P --offset O
  *     Deletes records before O; prints {"partition":P,"lowWatermark":LW}.
+ *   admin reassign --topic T --partition P --replicas B1,B2...
+ *                                                     moves P to those brokers (B1 leads); prints {"partition","leader"}
  *   admin describe-producers --topic T
  *     Prints per partition {"partition":P,"producers":[{"producerId","producerEpoch","lastSequence",
  *             "lastTimestamp","coordinatorEpoch"|null,"currentTransactionStartOffset"|null}]}.
@@ -114,6 +116,7 @@ import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerS
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.ProducerState;
@@ -126,6 +129,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
@@ -589,6 +593,39 @@ public final class TestClient {
                     long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(before)))
                             .lowWatermarks().get(tp).get().lowWatermark();
                     emit(JSON.createObjectNode().put("partition", tp.partition()).put("lowWatermark", low));
+                    return 0;
+                }
+                case "reassign": {
+                    // Moves a partition to the replicas given (the first one leads): waits until
+                    // the reassignment is done, then elects the preferred leader.
+                    TopicPartition tp = new TopicPartition(a.required("topic"), Integer.parseInt(a.required("partition")));
+                    List<Integer> replicas = new ArrayList<>();
+                    for (String r : a.required("replicas").split(",")) {
+                        replicas.add(Integer.parseInt(r.trim()));
+                    }
+                    admin.alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(replicas)))).all().get();
+                    long deadline = System.currentTimeMillis() + a.timeoutMs();
+                    while (!admin.listPartitionReassignments(Set.of(tp)).reassignments().get().isEmpty()) {
+                        if (System.currentTimeMillis() > deadline) {
+                            throw new IllegalStateException("reassignment of " + tp + " not done in time");
+                        }
+                        Thread.sleep(100);
+                    }
+                    int leader = -1;
+                    while (leader != replicas.get(0)) {
+                        if (System.currentTimeMillis() > deadline) {
+                            throw new IllegalStateException(tp + " is not led by " + replicas.get(0) + " in time (leader " + leader + ")");
+                        }
+                        // ElectionNotNeeded (already the leader) comes back as the partition's error; any
+                        // other problem shows in the leader read below.
+                        admin.electLeaders(ElectionType.PREFERRED, Set.of(tp)).partitions().get();
+                        TopicPartitionInfo info = describe(admin, tp.topic()).partitions().get(tp.partition());
+                        leader = info.leader() == null ? -1 : info.leader().id();
+                        if (leader != replicas.get(0)) {
+                            Thread.sleep(100);
+                        }
+                    }
+                    emit(JSON.createObjectNode().put("partition", tp.partition()).put("leader", leader));
                     return 0;
                 }
                 case "describe-producers": {

@@ -126,3 +126,13 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// With `KMP_TEST_LOG` set (an `EnvFilter` such as `kafka_mirror_proxy::replicator=debug`), the
+/// library's logs of this test process go to stderr (run with `--nocapture`). Only the first
+/// subscriber of a process is installed.
+pub fn log_if_asked() {
+    if let Ok(filter) = std::env::var("KMP_TEST_LOG") {
+        let subscriber = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_writer(std::io::stderr).finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+    }
+}

@@ -13,5 +13,6 @@ mod e2e;
 mod instances;
 mod proxy;
 mod replicator;
+mod scale;
 mod security;
 mod sync;

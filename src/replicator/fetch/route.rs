@@ -109,6 +109,9 @@ pub(super) async fn run(shared: Arc<Shared>) {
                 }
             }
         }
+        if !moves.is_empty() {
+            debug!(partitions = moves.len(), periodic, "source partitions to their leaders' fetch loops");
+        }
         for (key, leader) in moves {
             shared.assign(&mut table, &key, leader);
         }

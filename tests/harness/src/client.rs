@@ -335,6 +335,20 @@ impl JavaClient {
         Ok(lows.first().copied().unwrap_or(-1))
     }
 
+    /// Moves `topic`-`partition` to the brokers `replicas` (the first leads once it is moved: the
+    /// preferred leader is elected), waiting until the move is done. Returns the new leader.
+    ///
+    /// # Errors
+    /// If the admin calls fail or the move does not finish within the client's timeout.
+    pub fn reassign(&self, bootstrap: &str, topic: &str, partition: i32, replicas: &[i32]) -> Result<i32> {
+        let p = partition.to_string();
+        let r = replicas.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+        let leaders = self.admin_typed(bootstrap, "reassign", &["--topic", topic, "--partition", &p, "--replicas", &r], |v| {
+            v.get("leader").and_then(Value::as_i64).map(|l| l as i32)
+        })?;
+        Ok(leaders.first().copied().unwrap_or(-1))
+    }
+
     /// Describes a topic: partitions, leaders, replicas, ISR and non-default configs.
     ///
     /// # Errors

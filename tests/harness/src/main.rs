@@ -4,7 +4,9 @@
 //! kafka-harness provision [--version V]...        jars for each version (default $KAFKA_VERSION or 4.4.0),
 //!                                                 the compiled Java test client, and the Python venv
 //! kafka-harness up [--brokers N] [--version V] [--name NAME] [--prop KEY=VALUE]...
-//!                  [--secure SASL_PLAINTEXT|SSL|SASL_SSL]
+//!                  [--jvm-opt OPTION]... [--secure SASL_PLAINTEXT|SSL|SASL_SSL]
+//!                                                 (--jvm-opt replaces the brokers' default JVM
+//!                                                 options; repeat it for each)
 //!                                                 start a cluster, print its bootstrap, run until Ctrl-C
 //! ```
 //!
@@ -22,7 +24,7 @@ use kafka_harness::{Cluster, ClusterSpec, JavaClient, ListenerSecurity, SASL_USE
 
 const USAGE: &str = "usage:
   kafka-harness provision [--version V]...
-  kafka-harness up [--brokers N] [--version V] [--name NAME] [--prop KEY=VALUE]... [--secure SASL_PLAINTEXT|SSL|SASL_SSL]";
+  kafka-harness up [--brokers N] [--version V] [--name NAME] [--prop KEY=VALUE]... [--jvm-opt OPTION]... [--secure SASL_PLAINTEXT|SSL|SASL_SSL]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -70,6 +72,11 @@ fn run(args: &[String]) -> Result<(), String> {
             };
             if let Some(security) = security {
                 spec = spec.secure(security);
+            }
+            let jvm: Vec<String> = options.iter().filter(|(k, _)| k == "jvm-opt").map(|(_, v)| v.clone()).collect();
+            if !jvm.is_empty() {
+                // Instead of the harness's start-up oriented defaults (benchmarks want Kafka's own).
+                spec.jvm_opts = jvm;
             }
             for (key, value) in options.iter().filter(|(k, _)| k == "prop") {
                 let (k, v) = value.split_once('=').ok_or_else(|| format!("--{key} takes KEY=VALUE"))?;
