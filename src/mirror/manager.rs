@@ -1109,3 +1109,18 @@ async fn list_offsets(client: &Client, partitions: &[(String, i32)], isolation: 
         Err(_) => BTreeMap::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fetch connections name the mirror's client id, the instance and the fetcher (the number is
+    /// added per connection), in characters a quota's entity name takes as they are.
+    #[test]
+    fn fetch_client_ids_name_the_mirror_and_the_instance() {
+        assert_eq!(fetch_client_id("kafka-mirror-proxy-mirror-dr", "10.0.0.7:9192"), "kafka-mirror-proxy-mirror-dr-10.0.0.7_9192-fetcher");
+        assert_eq!(fetch_client_id("mine", ""), "mine-fetcher");
+        let config = ReplicatorConfig { fetch_client_id: fetch_client_id("m", "h:1"), ..ReplicatorConfig::new("m") };
+        assert_eq!((config.fetch_client_id_of(0), config.fetch_client_id_of(1)), ("m-h_1-fetcher-0".to_owned(), "m-h_1-fetcher-1".to_owned()));
+    }
+}

@@ -11,7 +11,9 @@
 //!   StateStore::tail ◄──────────────────────────────────────────┘
 //!        └─► Model::apply (model.rs) ◄── proxy's write policy, describe
 //!              └─► Supervisor (supervisor.rs) + Ownership (ownership.rs: the instance group)
-//!                    ├─► one TopicRunner per owned topic (runner.rs) ──► Replicator
+//!                    ├─► one TopicRunner per owned topic (runner.rs) ──► the mirror's Replicator
+//!                    │      (one per mirror on this instance, shared by its topics' runners)
+//!                    │      state changes ──► Recorder (recorder.rs): written in bulk
 //!                    │      STOPPING: abort open mirrored transactions (stop.rs) ──► STOPPED
 //!                    └─► one sync task per owned mirror (sync.rs) ──► sync::SyncRunner
 //! ```
@@ -22,7 +24,8 @@
 //! - `model`: the in-memory image the write policy and describe read, fed by the state topic's tail.
 //! - [`manager`]: the operations; [`ownership`]: which instance runs what (the instance group);
 //!   `supervisor`: starts and stops this instance's work; `runner`: one task per owned mirror
-//!   topic; `sync`: the sync jobs of an owned mirror.
+//!   topic; `recorder`: observed partition states into the state topic, in bulk; `sync`: the sync
+//!   jobs of an owned mirror.
 //! - [`loops`]: which source topics are themselves mirror topics there (refused: mirrors must not loop).
 
 mod error;

@@ -35,7 +35,7 @@ use super::manager::Shared;
 use super::recorder::Observation;
 use super::records::TopicGoal;
 use super::settings::MirrorSettings;
-use super::stop::abort_open_transactions;
+use super::stop::abort_open_transactions_of;
 use crate::client::Backoff;
 use crate::replicator::topic::SourceTopic;
 use crate::replicator::{ReplicationError, Replicator};
@@ -188,15 +188,19 @@ impl TopicRunner {
         let mut pending: Vec<i32> = (0..partitions).collect();
         while !pending.is_empty() {
             let mut failed = Vec::new();
+            let outcomes = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return false,
+                r = abort_open_transactions_of(&self.shared.destination, &self.topic, &pending) => r,
+            };
             for &p in &pending {
-                let outcome = tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => return false,
-                    r = abort_open_transactions(&self.shared.destination, &self.topic, p) => r,
-                };
-                if let Err(e) = outcome {
-                    warn!(mirror = %self.mirror, topic = %self.topic, partition = p, error = %e, "stopping: aborting open transactions failed; retrying");
-                    failed.push(p);
+                match outcomes.get(&p) {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        warn!(mirror = %self.mirror, topic = %self.topic, partition = p, error = %e, "stopping: aborting open transactions failed; retrying");
+                        failed.push(p);
+                    }
+                    None => failed.push(p),
                 }
             }
             pending = failed;

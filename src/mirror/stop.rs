@@ -10,7 +10,9 @@
 //!
 //! Uses only the client; the replicator must have stopped copying the partition first.
 
-use crate::client::{Client, ClientError, TxnMarker};
+use std::collections::BTreeMap;
+
+use crate::client::{Client, ClientError, ProducerState, TxnMarker};
 use crate::replicator::producers::PRODUCER_ID_MAPPING_BIT;
 
 /// Aborts the open mirrored transactions of `topic`-`partition`; returns how many it aborted.
@@ -20,7 +22,27 @@ use crate::replicator::producers::PRODUCER_ID_MAPPING_BIT;
 /// DescribeProducers or WriteTxnMarkers failures (retriable ones are retried by the client for
 /// reads; the caller retries the whole call).
 pub async fn abort_open_transactions(destination: &Client, topic: &str, partition: i32) -> Result<usize, ClientError> {
-    let producers = destination.describe_producers(topic, partition).await?;
+    let mut outcomes = abort_open_transactions_of(destination, topic, &[partition]).await;
+    outcomes.remove(&partition).unwrap_or(Ok(0))
+}
+
+/// [`abort_open_transactions`] for many partitions of `topic` at once: one DescribeProducers per
+/// leader for all of them, then a marker for each open mirrored transaction. Each partition's
+/// outcome on its own.
+pub async fn abort_open_transactions_of(destination: &Client, topic: &str, partitions: &[i32]) -> BTreeMap<i32, Result<usize, ClientError>> {
+    let keys: Vec<(String, i32)> = partitions.iter().map(|p| (topic.to_owned(), *p)).collect();
+    let mut out = BTreeMap::new();
+    for ((_, partition), producers) in destination.describe_producers_bulk(&keys).await {
+        let outcome = match producers {
+            Err(e) => Err(e),
+            Ok(producers) => abort_open(destination, topic, partition, &producers).await,
+        };
+        out.insert(partition, outcome);
+    }
+    out
+}
+
+async fn abort_open(destination: &Client, topic: &str, partition: i32, producers: &[ProducerState]) -> Result<usize, ClientError> {
     let mut aborted = 0;
     for p in producers.iter().filter(|p| p.current_txn_start_offset >= 0 && p.producer_id >= PRODUCER_ID_MAPPING_BIT) {
         let marker = TxnMarker {

@@ -18,6 +18,8 @@ pub const DEFAULT_FETCH_MIN_BYTES: i32 = 1;
 pub const DEFAULT_FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
 /// Default fetch sessions (connections) per source broker (`mirror.num.replica.fetchers`).
 pub const DEFAULT_FETCHERS_PER_BROKER: usize = 1;
+/// Default writer connections per destination broker.
+pub const DEFAULT_WRITERS_PER_BROKER: usize = 4;
 /// Default memory for fetched data not yet written, across all partitions (bytes).
 pub const DEFAULT_BUFFER_BYTES: usize = 256 * 1024 * 1024;
 /// Default fetched data one partition may hold before it is left out of fetches until it wrote
@@ -63,6 +65,8 @@ pub struct ReplicatorConfig {
     /// The client id of fetch connections, before `-<n>` (n = 0..fetchers_per_broker): a source
     /// operator throttles mirroring with a client quota on it.
     pub fetch_client_id: String,
+    /// Writer connections per destination broker (each partition writes through one of them).
+    pub writers_per_broker: usize,
     /// Memory for fetched, unwritten data across partitions, bytes; fetching waits when it is used up.
     pub buffer_bytes: usize,
     /// Fetched, unwritten data of one partition above which it is not fetched until it wrote some.
@@ -93,6 +97,7 @@ impl ReplicatorConfig {
             fetch_max_wait: DEFAULT_FETCH_MAX_WAIT,
             fetchers_per_broker: DEFAULT_FETCHERS_PER_BROKER,
             fetch_client_id: format!("kafka-mirror-proxy-mirror-{mirror}-fetcher"),
+            writers_per_broker: DEFAULT_WRITERS_PER_BROKER,
             buffer_bytes: DEFAULT_BUFFER_BYTES,
             partition_buffer_bytes: DEFAULT_PARTITION_BUFFER_BYTES,
             write_timeout: DEFAULT_WRITE_TIMEOUT,

@@ -40,20 +40,32 @@ struct Submission {
     reply: Reply,
 }
 
-/// The writers of one replicator, one per destination broker, started on first use.
+/// The writers of one replicator: `writers_per_broker` per destination broker, each on a
+/// connection of its own, started on first use. A broker works through one connection's requests
+/// one at a time, so one connection bounds a broker's write rate to what one of its request threads
+/// validates; several let it use its cores. A partition always goes through the same one.
 #[derive(Debug)]
 pub struct Writers {
-    destination: Arc<Client>,
+    /// One client (connections) per writer index.
+    clients: Vec<Arc<Client>>,
     config: ReplicatorConfig,
     cancel: CancellationToken,
-    queues: Mutex<HashMap<i32, mpsc::Sender<Submission>>>,
+    queues: Mutex<HashMap<(i32, usize), mpsc::Sender<Submission>>>,
     tasks: tokio_util::task::TaskTracker,
 }
 
 impl Writers {
     /// Writers into `destination`, stopped by `cancel`.
     pub fn new(destination: Arc<Client>, config: ReplicatorConfig, cancel: CancellationToken) -> Self {
-        Self { destination, config, cancel, queues: Mutex::new(HashMap::new()), tasks: tokio_util::task::TaskTracker::new() }
+        let n = config.writers_per_broker.max(1);
+        let clients = (0..n).map(|i| Arc::new(destination.sibling(&format!("{}-writer-{i}", destination.config().connection.client_id)))).collect();
+        Self { clients, config, cancel, queues: Mutex::new(HashMap::new()), tasks: tokio_util::task::TaskTracker::new() }
+    }
+
+    fn index_of(&self, batch: &ProducePartition) -> usize {
+        let n = self.clients.len();
+        let hash = batch.topic.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        (hash.wrapping_add(batch.partition as u64) % n as u64) as usize
     }
 
     /// Produces `batch` through `broker`'s writer and waits for its outcome. **No retry.**
@@ -62,13 +74,16 @@ impl Writers {
     /// As [`Client::produce_to`]; a transport failure of the shared request is reported to every
     /// batch in it (as ambiguous).
     pub async fn produce(&self, broker: i32, batch: ProducePartition, transactional: Option<(i64, i16)>) -> Result<Produced, ClientError> {
+        let index = self.index_of(&batch);
         let queue = {
             let mut queues = self.queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // A writer that ended (it cannot, but if it panicked) is replaced, not used forever.
+            queues.retain(|_, q| !q.is_closed());
             queues
-                .entry(broker)
+                .entry((broker, index))
                 .or_insert_with(|| {
                     let (tx, rx) = mpsc::channel(MAX_BATCHES_PER_REQUEST);
-                    let task = run_writer(self.destination.clone(), broker, self.config.clone(), rx);
+                    let task = run_writer(self.clients[index].clone(), broker, self.config.clone(), rx);
                     let cancel = self.cancel.clone();
                     self.tasks.spawn(async move {
                         tokio::select! {
