@@ -392,6 +392,8 @@ impl FetchLoop {
                     if let Some(slot) = table.loops.get_mut(&self.id) {
                         if pause {
                             slot.paused.insert(key.clone());
+                        } else {
+                            slot.paused.remove(&key);
                         }
                         slot.dirty.insert(key.clone());
                     }
