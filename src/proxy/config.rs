@@ -109,7 +109,7 @@ pub struct MirrorsConfig {
     #[serde(default = "default_heartbeat_interval_ms")]
     pub heartbeat_interval_ms: u64,
     /// Fetch sessions (each on a connection of its own) per source broker for each mirror copied
-    /// here (the proposal's `mirror.num.replica.fetchers`; default 1). More carry more bandwidth
+    /// here (the proposal's `mirror.num.replica.fetchers`; default 4). More carry more bandwidth
     /// where one fetch response at a time cannot.
     #[serde(default = "default_num_replica_fetchers")]
     pub num_replica_fetchers: usize,
