@@ -139,6 +139,14 @@ struct Registration {
     errors: u32,
 }
 
+impl Registration {
+    /// Whether its copier holds as much as a partition may (`limit` bytes, or a full inbox): the
+    /// partition pauses when a hand-over reaches this and resumes when a release leaves it.
+    fn holds_enough(&self, limit: usize) -> bool {
+        self.held_messages >= INBOX_MESSAGES || self.held_bytes >= limit
+    }
+}
+
 /// What a loop needs to know from the table.
 #[derive(Debug, Default)]
 struct LoopSlot {
@@ -339,7 +347,7 @@ impl Drop for Held {
         let Some(reg) = table.partitions.get_mut(&self.key).filter(|r| r.id == self.id) else { return };
         reg.held_bytes = reg.held_bytes.saturating_sub(self.bytes);
         reg.held_messages = reg.held_messages.saturating_sub(1);
-        if reg.paused && reg.held_messages < INBOX_MESSAGES && reg.held_bytes < limit {
+        if reg.paused && !reg.holds_enough(limit) {
             reg.paused = false;
             if let Some(slot) = reg.owner.and_then(|o| table.loops.get_mut(&o)) {
                 slot.paused.remove(&self.key);

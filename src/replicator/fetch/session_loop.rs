@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tracing::{debug, error, warn};
 
 use super::read::{Read, read};
-use super::{Fetched, Held, INBOX_MESSAGES, Key, LoopId, Shared, lock};
+use super::{Fetched, Held, Key, LoopId, Shared, lock};
 use crate::client::{Backoff, ClientError, FetchOptions, FetchSession, FetchSpec, FetchedPartition};
 use crate::replicator::error::ReplicationError;
 use crate::replicator::plan::PlanError;
@@ -387,7 +387,7 @@ impl FetchLoop {
                     if alone {
                         reg.solo = false;
                     }
-                    let pause = reg.held_messages >= INBOX_MESSAGES || reg.held_bytes >= limit;
+                    let pause = reg.holds_enough(limit);
                     reg.paused = pause;
                     if let Some(slot) = table.loops.get_mut(&self.id) {
                         if pause {
