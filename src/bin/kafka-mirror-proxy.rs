@@ -62,6 +62,7 @@ async fn start_control_plane(settings: &ProxySettings) -> Result<(Arc<MirrorMana
         instance_id: membership.instance.clone(),
         fetchers_per_broker: settings.mirror_fetchers_per_broker,
         buffer_bytes: settings.mirror_buffer_bytes,
+        replication_throttled_rate: settings.mirror_throttled_rate,
         membership,
         ..MirrorManagerConfig::default()
     };

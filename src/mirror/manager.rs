@@ -51,6 +51,7 @@ use super::store::{DEFAULT_STATE_TOPIC, StateStore, StoreError};
 use super::supervisor::Supervisor;
 use super::{MirrorLookup, PartitionState, now_ms};
 use crate::client::{BackoffConfig, Client, IsolationLevel, OffsetSpec};
+use crate::replicator::throttle::{Bucket, Throttle, ThrottledReplicas};
 use crate::replicator::{ReplicationError, Replicator, ReplicatorConfig};
 use crate::sync::{SyncKind, SyncStatus};
 
@@ -87,6 +88,8 @@ pub struct MirrorManagerConfig {
     pub fetch_max_wait: Duration,
     /// Fetch sessions (connections) per source broker per mirror (`mirror.num.replica.fetchers`).
     pub fetchers_per_broker: usize,
+    /// Ceiling on the record data written for all mirrors copied here, bytes/s (`None`: none).
+    pub replication_throttled_rate: Option<u64>,
     /// What this instance calls itself in the client ids of its source fetch connections
     /// (`<client id>-<instance>-fetcher-<n>`; characters other than letters, digits, `.`, `_` and
     /// `-` become `_`). Empty: the ids name no instance.
@@ -113,6 +116,7 @@ impl Default for MirrorManagerConfig {
             buffer_bytes: DEFAULT_MIRROR_BUFFER_BYTES,
             fetch_max_wait: crate::replicator::config::DEFAULT_FETCH_MAX_WAIT,
             fetchers_per_broker: crate::replicator::config::DEFAULT_FETCHERS_PER_BROKER,
+            replication_throttled_rate: None,
             instance_id: String::new(),
             membership: MembershipConfig { group_id: String::new(), ..MembershipConfig::for_state_topic(DEFAULT_STATE_TOPIC) },
         }
@@ -211,6 +215,9 @@ struct ReplicatorSlot {
     /// The last failure to make one, and when: callers within `CONNECT_FAILURE_HOLD` get it at once
     /// instead of each trying to reach an unreachable source again.
     failed: Option<(tokio::time::Instant, String)>,
+    /// The throttle of the mirror's writes here, kept across its replicators (settings changes)
+    /// so that a rate holds, and the time waited adds up, from one to the next.
+    throttle: Option<Arc<Throttle>>,
 }
 
 /// How long a failure to reach a mirror's source is answered without trying again.
@@ -240,6 +247,8 @@ pub(crate) struct Shared {
     replicators: Mutex<HashMap<String, ReplicatorSlot>>,
     /// Serialises making replicators (one source connection per mirror, however many runners ask).
     replicator_lock: tokio::sync::Mutex<()>,
+    /// `mirrors.replication_throttled_rate`: the ceiling every mirror's writes here share.
+    ceiling: Option<Arc<Bucket>>,
     /// Observed partition states on their way to the state topic.
     pub(crate) recorder: Recorder,
     pub(crate) tasks: TaskTracker,
@@ -326,7 +335,9 @@ impl Shared {
         slot.settings = Some(settings.clone());
         match connected {
             Ok(source) => {
-                let replicator = Arc::new(Replicator::new(Arc::new(source), self.destination.clone(), self.replicator_config(mirror, settings)));
+                let mut config = self.replicator_config(mirror, settings);
+                config.throttle = self.throttle_in(mirror, slot);
+                let replicator = Arc::new(Replicator::new(Arc::new(source), self.destination.clone(), config));
                 slot.replicator = Arc::downgrade(&replicator);
                 slot.failed = None;
                 Ok(replicator)
@@ -334,6 +345,34 @@ impl Shared {
             Err(source) => {
                 slot.failed = Some((tokio::time::Instant::now(), chain(&source)));
                 Err(ReplicationError::Unavailable { side: "source", source })
+            }
+        }
+    }
+
+    /// The throttle of `mirror` in its slot, made (with the mirror's settings as the model has them)
+    /// if it has none yet.
+    fn throttle_in(&self, mirror: &str, slot: &mut ReplicatorSlot) -> Arc<Throttle> {
+        slot.throttle
+            .get_or_insert_with(|| {
+                let throttle = Arc::new(Throttle::new(self.ceiling.clone()));
+                if let Some(Ok(settings)) = self.model().mirrors.get(mirror).map(|m| &m.settings) {
+                    let (rate, replicas) = settings.throttle();
+                    throttle.set(rate, replicas);
+                }
+                throttle
+            })
+            .clone()
+    }
+
+    /// Applies every mirror's throttle settings, as the model has them now, to its writes here
+    /// (called on each change of the model: an alter takes effect without a restart).
+    pub(crate) fn apply_throttles(&self) {
+        let wanted: Vec<(String, (Option<u64>, ThrottledReplicas))> =
+            self.model().mirrors.iter().filter_map(|(name, m)| m.settings.as_ref().ok().map(|s| (name.clone(), s.throttle()))).collect();
+        let slots = self.replicators.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (mirror, (rate, replicas)) in wanted {
+            if let Some(throttle) = slots.get(&mirror).and_then(|s| s.throttle.as_ref()) {
+                throttle.set(rate, replicas);
             }
         }
     }
@@ -572,6 +611,7 @@ impl MirrorManager {
         }
         let (applied, _) = watch::channel(next);
         let (ownership, _) = watch::channel(None);
+        let ceiling = config.replication_throttled_rate.filter(|r| *r > 0).map(|rate| Arc::new(Bucket::new(Some(rate))));
         let shared = Arc::new(Shared {
             destination: destination.clone(),
             config,
@@ -584,6 +624,7 @@ impl MirrorManager {
             sync_statuses: Mutex::new(BTreeMap::new()),
             replicators: Mutex::new(HashMap::new()),
             replicator_lock: tokio::sync::Mutex::new(()),
+            ceiling,
             recorder: Recorder::default(),
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
@@ -952,7 +993,8 @@ impl MirrorManager {
         Ok(settings.redacted().into_iter().map(|(name, value)| DescribedSetting { is_sensitive: value.is_none(), name, value }).collect())
     }
 
-    /// Changes the mirror's settings; its topics reconnect to the (possibly new) source.
+    /// Changes the mirror's settings. Its topics reconnect to the (possibly new) source when a
+    /// setting copying depends on changed; the throttle is applied while they copy.
     ///
     /// # Errors
     /// Unknown mirror, bad settings, unreachable source, store failure.
@@ -987,7 +1029,8 @@ impl MirrorManager {
         };
         self.shared.commit(&[record]).await?;
         self.shared.sources.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(mirror.to_owned(), source);
-        info!(mirror, "mirror settings altered; its topics reconnect");
+        let (copying, sync) = (current.for_copying() != settings.for_copying(), current.for_sync() != settings.for_sync());
+        info!(mirror, restart_copying = copying, restart_sync = sync, "mirror settings altered");
         Ok(())
     }
 

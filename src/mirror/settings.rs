@@ -17,6 +17,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use super::records::StoredConfig;
 use crate::client::{ClientConfig, IsolationLevel, SecurityConfig};
+use crate::replicator::throttle::ThrottledReplicas;
 
 /// Longest mirror name (Kafka's topic-name limit).
 pub const MAX_MIRROR_NAME_LEN: usize = 249;
@@ -84,6 +85,9 @@ pub const KNOWN_SETTINGS: &[(&str, SettingKind)] = &[
     ("fetch.response.max.bytes", SettingKind::Int { min: 1024, max: i32::MAX as i64 }),
     ("fetch.min.bytes", SettingKind::Int { min: 1, max: i32::MAX as i64 }),
     ("mirror.isolation.level", SettingKind::OneOf(&["read_committed", "read_uncommitted"])),
+    // Bandwidth control (spec §9, `replicator/throttle.rs`): applied while copying, no restart.
+    ("mirror.replication.throttled.rate", SettingKind::Int { min: 0, max: i64::MAX }),
+    ("mirror.replication.throttled.replicas", SettingKind::Text),
     // The sync jobs (spec §7, `sync/`): filters are comma-separated regexes; all checked there too.
     ("topics.exclude", SettingKind::Text),
     ("topic.properties.exclude", SettingKind::Text),
@@ -111,6 +115,10 @@ const SYNC_ONLY: &[&str] = &[
     "metadata.refresh.interval.ms",
     "sync.acls.enabled",
 ];
+
+/// Settings the copying instance applies while it copies (the throttle): changing them neither
+/// restarts the copying nor the sync.
+const LIVE: &[&str] = &["mirror.replication.throttled.rate", "mirror.replication.throttled.replicas"];
 
 /// The kind of `key`, if it is a known setting.
 pub fn setting_kind(key: &str) -> Option<SettingKind> {
@@ -159,8 +167,14 @@ impl MirrorSettings {
             let value = value.trim();
             match kind {
                 SettingKind::Text | SettingKind::Secret => {
-                    let may_be_empty =
-                        matches!(key.as_str(), "ssl.endpoint.identification.algorithm" | "topics.exclude" | "topic.properties.exclude" | "groups.exclude");
+                    let may_be_empty = matches!(
+                        key.as_str(),
+                        "ssl.endpoint.identification.algorithm"
+                            | "topics.exclude"
+                            | "topic.properties.exclude"
+                            | "groups.exclude"
+                            | "mirror.replication.throttled.replicas"
+                    );
                     if value.is_empty() && !may_be_empty {
                         problems.push(bad(key, "is empty"));
                     }
@@ -176,6 +190,9 @@ impl MirrorSettings {
                     }
                 }
             }
+        }
+        if let Some(Err(message)) = props.get("mirror.replication.throttled.replicas").map(|v| ThrottledReplicas::parse(v)) {
+            problems.push(bad("mirror.replication.throttled.replicas", message));
         }
         match props.get("bootstrap.servers") {
             None => problems.push(bad("bootstrap.servers", "is required")),
@@ -200,9 +217,25 @@ impl MirrorSettings {
         if problems.is_empty() { Ok(Self { props }) } else { Err(problems) }
     }
 
-    /// The settings without those only the sync jobs read: what copying depends on.
+    /// The settings without those only the sync jobs read and those applied live (the throttle):
+    /// what the copying has to restart for.
     pub fn for_copying(&self) -> Self {
-        Self { props: self.props.iter().filter(|(k, _)| !SYNC_ONLY.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect() }
+        let restart = |k: &String| !SYNC_ONLY.contains(&k.as_str()) && !LIVE.contains(&k.as_str());
+        Self { props: self.props.iter().filter(|(k, _)| restart(k)).map(|(k, v)| (k.clone(), v.clone())).collect() }
+    }
+
+    /// The settings without those applied live (the throttle): what the sync jobs restart for.
+    pub fn for_sync(&self) -> Self {
+        Self { props: self.props.iter().filter(|(k, _)| !LIVE.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect() }
+    }
+
+    /// The throttle of the mirror's writes: `mirror.replication.throttled.rate` (bytes/s; absent
+    /// or 0: unlimited) and `mirror.replication.throttled.replicas` (absent: every partition).
+    pub fn throttle(&self) -> (Option<u64>, ThrottledReplicas) {
+        let rate = self.int("mirror.replication.throttled.rate").and_then(|r| u64::try_from(r).ok()).filter(|r| *r > 0);
+        // Validated in `from_properties`.
+        let replicas = self.get("mirror.replication.throttled.replicas").map_or(Ok(ThrottledReplicas::All), ThrottledReplicas::parse).unwrap_or_default();
+        (rate, replicas)
     }
 
     /// The raw value of `key`.
@@ -453,6 +486,35 @@ mod tests {
         let errors = MirrorSettings::from_properties(props(&[("bootstrap.servers", "h:1"), ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN")]))
             .unwrap_err();
         assert_eq!(errors[0].key, "sasl.jaas.config");
+    }
+
+    #[test]
+    fn the_throttle_is_applied_live() {
+        let base = [("bootstrap.servers", "h:1")];
+        let plain = MirrorSettings::from_properties(props(&base)).unwrap();
+        assert_eq!(plain.throttle(), (None, ThrottledReplicas::All));
+        let throttled = MirrorSettings::from_properties(props(&[
+            ("bootstrap.servers", "h:1"),
+            ("mirror.replication.throttled.rate", "1000000"),
+            ("mirror.replication.throttled.replicas", "orders:0,orders:2"),
+        ]))
+        .unwrap();
+        let (rate, replicas) = throttled.throttle();
+        assert_eq!(rate, Some(1_000_000));
+        assert!(replicas.contains("orders", 2) && !replicas.contains("orders", 1));
+        // Neither the copying nor the sync restarts for a throttle change.
+        assert_eq!(throttled.for_copying(), plain.for_copying());
+        assert_eq!(throttled.for_sync(), plain.for_sync());
+        let zero = MirrorSettings::from_properties(props(&[("bootstrap.servers", "h:1"), ("mirror.replication.throttled.rate", "0")])).unwrap();
+        assert_eq!(zero.throttle().0, None, "0 is unlimited");
+        let errors = MirrorSettings::from_properties(props(&[
+            ("bootstrap.servers", "h:1"),
+            ("mirror.replication.throttled.rate", "-5"),
+            ("mirror.replication.throttled.replicas", "orders"),
+        ]))
+        .unwrap_err();
+        let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["mirror.replication.throttled.rate", "mirror.replication.throttled.replicas"], "{errors:?}");
     }
 
     #[test]

@@ -127,6 +127,7 @@ impl Supervisor {
 
     /// Starts, updates and stops runners and sync tasks to match the model and the ownership.
     async fn reconcile(&mut self) {
+        self.shared.apply_throttles();
         let ownership = self.shared.ownership.borrow().clone();
         let owns = |key: &str| ownership.as_ref().is_some_and(|o| o.owns(key));
         let (wanted_topics, wanted_syncs) = {
@@ -148,7 +149,7 @@ impl Supervisor {
             for (name, mirror) in &model.mirrors {
                 let active = model.topics_of(name).any(|(_, t)| matches!(t.record.goal, TopicGoal::Mirror | TopicGoal::Pause));
                 if let (true, true, Ok(settings)) = (active, owns(&mirror_key(name)), &mirror.settings) {
-                    syncs.insert(name.clone(), SyncWant { settings: settings.clone(), filter: mirror.filter.clone() });
+                    syncs.insert(name.clone(), SyncWant { settings: settings.for_sync(), filter: mirror.filter.clone() });
                 }
             }
             (topics, syncs)

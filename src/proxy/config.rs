@@ -117,6 +117,11 @@ pub struct MirrorsConfig {
     /// (default 268435456). Fetching waits while it is used up.
     #[serde(default = "default_mirror_buffer_bytes")]
     pub buffer_bytes: usize,
+    /// Ceiling on the record data this instance writes to the destination for all its mirrors,
+    /// bytes/s, on top of each mirror's `mirror.replication.throttled.rate` (spec §9). None (the
+    /// default) or 0: no ceiling.
+    #[serde(default)]
+    pub replication_throttled_rate: Option<u64>,
     /// Who may do what with the mirror APIs (spec §9, the `ClusterMirror` resource): allow rules for
     /// the principal a client authenticated as through the proxy (`User:alice`; `User:ANONYMOUS`
     /// without SASL). None (the default): every principal may do everything.
@@ -152,6 +157,7 @@ impl Default for MirrorsConfig {
             heartbeat_interval_ms: default_heartbeat_interval_ms(),
             num_replica_fetchers: default_num_replica_fetchers(),
             buffer_bytes: default_mirror_buffer_bytes(),
+            replication_throttled_rate: None,
             acls: None,
         }
     }
@@ -574,6 +580,8 @@ pub struct ProxySettings {
     pub mirror_fetchers_per_broker: usize,
     /// `mirrors.buffer_bytes`.
     pub mirror_buffer_bytes: usize,
+    /// `mirrors.replication_throttled_rate` (bytes/s; `None`: no ceiling).
+    pub mirror_throttled_rate: Option<u64>,
     /// TLS and SASL towards the destination (`destination.tls`, `destination.sasl`). The TLS part
     /// applies to every upstream connection; the SASL part to the proxy's own connections only.
     /// `Debug` hides the password and the private key.
@@ -914,6 +922,7 @@ impl ProxyConfig {
             mirror_heartbeat_interval: Duration::from_millis(self.mirrors.heartbeat_interval_ms),
             mirror_fetchers_per_broker: self.mirrors.num_replica_fetchers,
             mirror_buffer_bytes: self.mirrors.buffer_bytes,
+            mirror_throttled_rate: self.mirrors.replication_throttled_rate.filter(|r| *r > 0),
             destination_security,
             mirror_acls,
         })

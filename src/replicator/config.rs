@@ -36,13 +36,6 @@ pub const FILLER_KEY: &[u8] = b"__kafka_mirror_proxy_filler";
 /// Filler records per batch (brokers hold a batch's records in memory while validating).
 pub const FILLER_RECORDS_PER_BATCH: usize = 50_000;
 
-/// Hook for throttling: called with the bytes about to be written to a partition; returns once they
-/// may be written. The default lets everything through.
-pub trait RateLimiter: Send + Sync + std::fmt::Debug {
-    /// Waits until `bytes` may be written to `topic`-`partition`.
-    fn acquire<'a>(&'a self, topic: &'a str, partition: i32, bytes: usize) -> futures_util::future::BoxFuture<'a, ()>;
-}
-
 /// How the replicator copies.
 #[derive(Debug, Clone)]
 pub struct ReplicatorConfig {
@@ -83,8 +76,9 @@ pub struct ReplicatorConfig {
     pub marker_gap_limit: i64,
     /// Replication factor of created destination topics (-1: min(3, brokers)).
     pub replication_factor: i16,
-    /// Throttling hook.
-    pub rate_limiter: Option<std::sync::Arc<dyn RateLimiter>>,
+    /// Destination-side throttling of record data (unlimited unless set; shared by the clones of
+    /// this config, so a rate set on it reaches every partition at once).
+    pub throttle: std::sync::Arc<super::throttle::Throttle>,
 }
 
 impl ReplicatorConfig {
@@ -106,7 +100,7 @@ impl ReplicatorConfig {
             backoff: BackoffConfig { deadline: Duration::from_secs(3600 * 24 * 365), ..BackoffConfig::default() },
             marker_gap_limit: DEFAULT_MARKER_GAP_LIMIT,
             replication_factor: -1,
-            rate_limiter: None,
+            throttle: std::sync::Arc::default(),
         }
     }
 

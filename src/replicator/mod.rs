@@ -32,6 +32,7 @@ pub mod plan;
 pub(crate) mod prepare;
 pub mod producers;
 pub mod status;
+pub mod throttle;
 pub mod topic;
 pub mod writer;
 
@@ -43,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
-pub use config::{RateLimiter, ReplicatorConfig};
+pub use config::ReplicatorConfig;
 pub use error::ReplicationError;
 pub use status::{CopyState, PartitionStatus, TopicStatuses};
 

@@ -248,8 +248,8 @@ impl PartitionCopier {
 
     /// Writes one planned write at its offset, reconciling after ambiguous outcomes.
     async fn execute(&mut self, write: Write) -> Result<(), ReplicationError> {
-        if let (Some(limiter), Write::Batch { bytes, .. }) = (&self.inner.config.rate_limiter, &write) {
-            limiter.acquire(&self.source_topic.name, self.partition(), bytes.len()).await;
+        if let Write::Batch { bytes, .. } = &write {
+            self.inner.config.throttle.acquire(&self.source_topic.name, self.partition(), bytes.len()).await;
         }
         let mut pending = write;
         let mut backoff = Backoff::new(&self.inner.config.backoff);

@@ -11,6 +11,7 @@ mod common;
 mod control;
 mod e2e;
 mod instances;
+mod operations;
 mod proxy;
 mod replicator;
 mod scale;

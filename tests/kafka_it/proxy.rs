@@ -225,7 +225,7 @@ impl TestProxy {
 }
 
 /// Runs blocking work (a client process) off the async workers, which serve the proxy.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.expect("blocking task")
 }
 
@@ -247,7 +247,7 @@ async fn read_topic(bootstrap: String, topic: String, opts: ConsumeOptions, rdka
 }
 
 /// Runs `cmd` with a deadline; returns (success, stdout, stderr).
-fn run(mut cmd: Command, timeout: Duration) -> (bool, String, String) {
+pub(crate) fn run(mut cmd: Command, timeout: Duration) -> (bool, String, String) {
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn");
     let mut out = child.stdout.take().expect("stdout");
@@ -293,7 +293,7 @@ fn librdkafka_produce(bootstrap: &str, topic: &str, extra: &[&str]) -> Vec<Value
 }
 
 /// A Kafka tool class of the harness's Kafka version (console consumer, perf tools) with `args`.
-fn kafka_tool(class: &str, args: &[&str]) -> Command {
+pub(crate) fn kafka_tool(class: &str, args: &[&str]) -> Command {
     let dist = kafka_harness::dist(&kafka_harness::default_version()).expect("kafka dist");
     let mut cmd = dist.java(&["-Xmx256m".to_owned(), "-XX:+UseSerialGC".to_owned(), "-XX:TieredStopAtLevel=1".to_owned()], None);
     cmd.arg(class).args(args);
