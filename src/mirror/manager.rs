@@ -51,6 +51,7 @@ use super::store::{DEFAULT_STATE_TOPIC, StateStore, StoreError};
 use super::supervisor::Supervisor;
 use super::{MirrorLookup, PartitionState, now_ms};
 use crate::client::{BackoffConfig, Client, IsolationLevel, OffsetSpec};
+use crate::replicator::stats::CopyStats;
 use crate::replicator::throttle::{Bucket, Throttle, ThrottledReplicas};
 use crate::replicator::{ReplicationError, Replicator, ReplicatorConfig};
 use crate::sync::{SyncKind, SyncStatus};
@@ -218,6 +219,8 @@ struct ReplicatorSlot {
     /// The throttle of the mirror's writes here, kept across its replicators (settings changes)
     /// so that a rate holds, and the time waited adds up, from one to the next.
     throttle: Option<Arc<Throttle>>,
+    /// The mirror's copy counters here, kept across its replicators like the throttle.
+    stats: Arc<CopyStats>,
 }
 
 /// How long a failure to reach a mirror's source is answered without trying again.
@@ -337,6 +340,7 @@ impl Shared {
             Ok(source) => {
                 let mut config = self.replicator_config(mirror, settings);
                 config.throttle = self.throttle_in(mirror, slot);
+                config.stats = slot.stats.clone();
                 let replicator = Arc::new(Replicator::new(Arc::new(source), self.destination.clone(), config));
                 slot.replicator = Arc::downgrade(&replicator);
                 slot.failed = None;
@@ -377,8 +381,21 @@ impl Shared {
         }
     }
 
+    /// The copy counters and throttle of every mirror that copied here since this instance started.
+    pub(crate) fn copy_counters(&self) -> Vec<(String, Arc<CopyStats>, Option<Arc<Throttle>>)> {
+        let slots = self.replicators.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out: Vec<_> = slots.iter().map(|(m, s)| (m.clone(), s.stats.clone(), s.throttle.clone())).collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Records of `__mirror_state` written but not applied here yet (as of the tail's last fetch).
+    pub(crate) fn state_apply_lag(&self) -> i64 {
+        (self.store.high_watermark() - *self.applied.borrow()).max(0)
+    }
+
     /// The replicators running here, by mirror.
-    fn running_replicators(&self) -> Vec<(String, Arc<Replicator>)> {
+    pub(crate) fn running_replicators(&self) -> Vec<(String, Arc<Replicator>)> {
         let slots = self.replicators.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         slots.iter().filter_map(|(m, s)| s.replicator.upgrade().map(|r| (m.clone(), r))).collect()
     }
@@ -664,118 +681,10 @@ impl MirrorManager {
         self.shared.ownership.borrow().clone()
     }
 
-    /// The mirror metrics in the Prometheus text format (spec §10): the instance group, partition
-    /// states (from the state log, the same on every instance), and for the work this instance
-    /// runs: owned topics, per-partition lag and offsets, and the sync jobs' last runs.
-    pub fn render_metrics(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        let header = |out: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(out, "# HELP kafka_mirror_proxy_{name} {help}\n# TYPE kafka_mirror_proxy_{name} {kind}");
-        };
-        let ownership = self.ownership();
-        header(&mut out, "mirror_group_member", "gauge", "1 while this instance is a settled member of the instance group and runs its share of the work.");
-        let _ = writeln!(out, "kafka_mirror_proxy_mirror_group_member {}", u8::from(ownership.is_some()));
-        header(&mut out, "mirror_group_instances", "gauge", "Proxy instances in the instance group (0 while not a member).");
-        let _ = writeln!(out, "kafka_mirror_proxy_mirror_group_instances {}", ownership.as_ref().map_or(0, |o| o.members.len()));
-        let (states, owned) = {
-            let model = self.shared.model();
-            let mut states: BTreeMap<(String, &'static str), usize> = BTreeMap::new();
-            let mut owned = Vec::new();
-            for (topic, entry) in &model.topics {
-                for p in 0..entry.record.partitions {
-                    let state = match (entry.record.goal, entry.partitions.get(&p)) {
-                        (TopicGoal::Stopped, _) => "STOPPED",
-                        (_, Some(r)) => r.state.name(),
-                        (TopicGoal::Pause, None) => "PAUSED",
-                        (TopicGoal::Stop, None) => "STOPPING",
-                        _ => "INITIALIZING",
-                    };
-                    *states.entry((entry.record.mirror.clone(), state)).or_default() += 1;
-                }
-                if entry.record.goal != TopicGoal::Stopped && ownership.as_ref().is_some_and(|o| o.owns(&super::ownership::topic_key(topic))) {
-                    owned.push((entry.record.mirror.clone(), topic.clone()));
-                }
-            }
-            (states, owned)
-        };
-        header(&mut out, "mirror_partitions", "gauge", "Mirror partitions by mirror and state, as recorded in the mirror state topic.");
-        for ((mirror, state), n) in &states {
-            let _ = writeln!(out, "kafka_mirror_proxy_mirror_partitions{{mirror=\"{mirror}\",state=\"{state}\"}} {n}");
-        }
-        header(&mut out, "mirror_topic_owned", "gauge", "Mirror topics this instance copies (1 each).");
-        for (mirror, topic) in &owned {
-            let _ = writeln!(out, "kafka_mirror_proxy_mirror_topic_owned{{mirror=\"{mirror}\",topic=\"{topic}\"}} 1");
-        }
-        let copied: Vec<(String, bool, Vec<crate::replicator::PartitionStatus>)> =
-            self.shared.running_replicators().into_iter().map(|(m, r)| (m, r.reads_committed(), r.status())).collect();
-        header(
-            &mut out,
-            "mirror_partition_lag_records",
-            "gauge",
-            "Offsets not copied yet (to the source LSO under read_committed, else its high watermark), per partition copied here.",
-        );
-        for (mirror, committed, statuses) in &copied {
-            for status in statuses {
-                let _ = writeln!(
-                    out,
-                    "kafka_mirror_proxy_mirror_partition_lag_records{{mirror=\"{mirror}\",topic=\"{}\",partition=\"{}\"}} {}",
-                    status.topic,
-                    status.partition,
-                    status.lag(*committed)
-                );
-            }
-        }
-        header(&mut out, "mirror_partition_destination_offset", "gauge", "Next destination offset to write, per partition copied here.");
-        for (mirror, _, statuses) in &copied {
-            for status in statuses {
-                let _ = writeln!(
-                    out,
-                    "kafka_mirror_proxy_mirror_partition_destination_offset{{mirror=\"{mirror}\",topic=\"{}\",partition=\"{}\"}} {}",
-                    status.topic, status.partition, status.destination_offset
-                );
-            }
-        }
-        let syncs = self.sync_statuses();
-        let seconds = |t: &std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        header(&mut out, "mirror_sync_last_success_timestamp_seconds", "gauge", "When each kind of sync of a mirror run here last succeeded (Unix seconds).");
-        for (mirror, kinds) in &syncs {
-            for (kind, status) in kinds {
-                if let Some(t) = &status.last_success {
-                    let _ = writeln!(
-                        out,
-                        "kafka_mirror_proxy_mirror_sync_last_success_timestamp_seconds{{mirror=\"{mirror}\",kind=\"{}\"}} {:.3}",
-                        kind.name(),
-                        seconds(t)
-                    );
-                }
-            }
-        }
-        header(&mut out, "mirror_sync_last_failure_timestamp_seconds", "gauge", "When each kind of sync of a mirror run here last failed (Unix seconds).");
-        for (mirror, kinds) in &syncs {
-            for (kind, status) in kinds {
-                if let Some((t, _)) = &status.last_failure {
-                    let _ = writeln!(
-                        out,
-                        "kafka_mirror_proxy_mirror_sync_last_failure_timestamp_seconds{{mirror=\"{mirror}\",kind=\"{}\"}} {:.3}",
-                        kind.name(),
-                        seconds(t)
-                    );
-                }
-            }
-        }
-        header(&mut out, "mirror_sync_consecutive_failures", "gauge", "Failed runs of each kind of sync since its last success.");
-        for (mirror, kinds) in &syncs {
-            for (kind, status) in kinds {
-                let _ = writeln!(
-                    out,
-                    "kafka_mirror_proxy_mirror_sync_consecutive_failures{{mirror=\"{mirror}\",kind=\"{}\"}} {}",
-                    kind.name(),
-                    status.consecutive_failures
-                );
-            }
-        }
-        out
+    /// The mirror metrics (spec §10), for the proxy's `/metrics`: encoded at each scrape from the
+    /// state log, this instance's copying and its sync jobs (`metrics.rs`).
+    pub fn metrics(&self) -> super::metrics::MirrorMetrics {
+        super::metrics::MirrorMetrics::new(self.shared.clone())
     }
 
     /// The sync status of every mirror whose sync runs on this instance, by mirror and kind.

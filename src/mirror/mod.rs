@@ -32,6 +32,7 @@ mod error;
 mod lookup;
 pub mod loops;
 pub mod manager;
+pub mod metrics;
 mod model;
 pub mod ownership;
 mod recorder;

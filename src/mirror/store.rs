@@ -81,6 +81,8 @@ pub struct StateStore {
     /// Serialises writes, so records land in the order transitions were decided.
     write_lock: Mutex<()>,
     backoff: BackoffConfig,
+    /// The state partition's high watermark as the tail last saw it (-1 before its first fetch).
+    high_watermark: std::sync::atomic::AtomicI64,
 }
 
 impl StateStore {
@@ -91,7 +93,7 @@ impl StateStore {
     /// [`StoreError::Destination`] if the destination cannot be reached or refuses the topic,
     /// [`StoreError::Corrupt`] for a record that does not decode.
     pub async fn open(destination: Arc<Client>, topic: &str, backoff: BackoffConfig) -> Result<(Self, Vec<StateRecord>, i64), StoreError> {
-        let store = Self { destination, topic: topic.to_owned(), write_lock: Mutex::new(()), backoff };
+        let store = Self { destination, topic: topic.to_owned(), write_lock: Mutex::new(()), backoff, high_watermark: std::sync::atomic::AtomicI64::new(-1) };
         store.ensure_topic().await?;
         let (records, next) = read_state_topic(&store.destination, &store.topic).await?;
         info!(topic, records = records.len(), next_offset = next, "mirror state loaded");
@@ -188,7 +190,13 @@ impl StateStore {
         if let Some(code) = p.error {
             return Err(ClientError::Broker { api_key, target: target(), code, message: None });
         }
+        self.high_watermark.fetch_max(p.high_watermark, std::sync::atomic::Ordering::Relaxed);
         Ok(p.records)
+    }
+
+    /// The state partition's high watermark as the tail last saw it (-1 before its first fetch).
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn fail(&self, action: &'static str) -> impl Fn(ClientError) -> StoreError + '_ {

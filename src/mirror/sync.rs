@@ -90,6 +90,8 @@ fn record_failure(statuses: &Mutex<std::collections::BTreeMap<SyncKind, SyncStat
         let s = all.entry(kind).or_default();
         s.last_failure = Some((now, reason.to_owned()));
         s.consecutive_failures += 1;
+        s.runs += 1;
+        s.failures += 1;
     }
 }
 

@@ -1,16 +1,20 @@
 //! Prometheus metrics of the proxy and the `/metrics` + `/health` HTTP endpoint (`admin.metrics_listen`).
 //!
-//! Counters are plain atomics rendered in the Prometheus text format (version 0.0.4); the endpoint is a
-//! minimal HTTP/1.1 responder (one request per connection, `Connection: close`), enough for a scraper
+//! Counters are plain atomics on the request path (no lock, no label lookup per request), encoded at
+//! each scrape in the Prometheus text format (version 0.0.4) by `prometheus-client`, with the mirror
+//! control plane's collector after them; the endpoint is a minimal HTTP/1.1 responder (one request per connection, `Connection: close`), enough for a scraper
 //! and a load balancer's health check, with no HTTP dependency.
 //!
 //! Names follow `<crate>_<thing>_<unit>`: `kafka_mirror_proxy_requests_total{api="Produce"}`, …
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -79,8 +83,8 @@ pub struct Metrics {
     pub(crate) upstream_connect_failures: AtomicU64,
     pub(crate) brokers: AtomicI64,
     pub(crate) ready: AtomicBool,
-    /// More metrics appended to the exposition (the mirror control plane's).
-    pub(crate) extra: Option<Box<dyn Fn() -> String + Send + Sync>>,
+    /// More metrics in the exposition (the mirror control plane's collector).
+    pub(crate) extra: Option<std::sync::Arc<dyn Collector>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -202,84 +206,103 @@ impl Metrics {
         self.client_reauthentications.load(Ordering::Relaxed)
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let counter = |out: &mut String, name: &str, help: &str, value: u64| {
-            let _ = writeln!(out, "# HELP kafka_mirror_proxy_{name} {help}\n# TYPE kafka_mirror_proxy_{name} counter");
-            let _ = writeln!(out, "kafka_mirror_proxy_{name} {value}");
-        };
-        counter(&mut out, "connections_total", "Client connections accepted.", l(&self.connections_total));
-        counter(&mut out, "request_bytes_total", "Bytes of client requests read.", l(&self.request_bytes));
-        counter(&mut out, "response_bytes_total", "Bytes of responses written to clients.", l(&self.response_bytes));
-        counter(&mut out, "rewritten_responses_total", "Responses decoded and re-encoded.", l(&self.rewritten_responses));
-        counter(&mut out, "streamed_responses_total", "Large Fetch responses forwarded as their bytes arrived.", l(&self.streamed_responses));
-        counter(
-            &mut out,
-            "streamed_endpoints_dropped_total",
-            "Streamed Fetch responses whose leader endpoints did not fit in the broker's bytes and were left out (the client refreshes metadata).",
-            l(&self.streamed_endpoints_dropped),
-        );
-        counter(
-            &mut out,
-            "streamed_requests_total",
-            "Large Produce requests to one topic the write policy allows whole, forwarded as their bytes arrived.",
-            l(&self.streamed_requests),
-        );
-        counter(
-            &mut out,
-            "spliced_bytes_total",
-            "Bytes moved socket to socket without a copy (splice): record sets of streamed responses and requests.",
-            l(&self.spliced_bytes),
-        );
-        counter(&mut out, "refused_partitions_total", "Partitions refused by the write policy (Produce, DeleteRecords).", l(&self.refused_partitions));
-        counter(&mut out, "refused_resources_total", "Topics or config resources refused by the write policy.", l(&self.refused_resources));
-        counter(&mut out, "malformed_requests_total", "Client connections closed for a malformed request.", l(&self.malformed_requests));
-        counter(
-            &mut out,
-            "client_reauthentications_total",
-            "Successful SASL authentications on client connections that had already authenticated (KIP-368, passed through to the broker).",
-            l(&self.client_reauthentications),
-        );
-        counter(&mut out, "unsupported_versions_total", "Client connections closed for an API version the proxy cannot read.", l(&self.unsupported_versions));
-        counter(&mut out, "upstream_connect_failures_total", "Failed connections to destination brokers.", l(&self.upstream_connect_failures));
-        let _ = writeln!(out, "# HELP kafka_mirror_proxy_requests_total Client requests by API.\n# TYPE kafka_mirror_proxy_requests_total counter");
-        for (key, c) in self.requests.iter().enumerate() {
-            let v = l(c);
-            if v == 0 {
-                continue;
-            }
-            let name = api_label(key);
-            let _ = writeln!(out, "kafka_mirror_proxy_requests_total{{api=\"{name}\"}} {v}");
-        }
-        let _ = writeln!(out, "kafka_mirror_proxy_requests_total{{api=\"other\"}} {}", l(&self.requests_other));
-        let _ = writeln!(
-            out,
-            "# HELP kafka_mirror_proxy_request_duration_seconds Requests forwarded to brokers, from forwarding to the response's last byte written to the client (the broker's time included), by API.\n# TYPE kafka_mirror_proxy_request_duration_seconds histogram"
-        );
-        let named = self.durations.iter().enumerate().map(|(key, h)| (api_label(key), h));
-        for (name, h) in named.chain(std::iter::once(("other".to_owned(), &self.durations_other))) {
-            if h.count() == 0 {
-                continue;
-            }
-            let mut cumulative = 0;
-            for (bound, bucket) in DURATION_BUCKETS_US.iter().zip(&h.buckets) {
-                cumulative += l(bucket);
-                let _ = writeln!(out, "kafka_mirror_proxy_request_duration_seconds_bucket{{api=\"{name}\",le=\"{}\"}} {cumulative}", *bound as f64 / 1e6);
-            }
-            let _ = writeln!(out, "kafka_mirror_proxy_request_duration_seconds_bucket{{api=\"{name}\",le=\"+Inf\"}} {}", h.count());
-            let _ = writeln!(out, "kafka_mirror_proxy_request_duration_seconds_sum{{api=\"{name}\"}} {}", l(&h.sum_us) as f64 / 1e6);
-            let _ = writeln!(out, "kafka_mirror_proxy_request_duration_seconds_count{{api=\"{name}\"}} {}", h.count());
-        }
-        let _ = writeln!(out, "# HELP kafka_mirror_proxy_connections_active Client connections open.\n# TYPE kafka_mirror_proxy_connections_active gauge");
-        let _ = writeln!(out, "kafka_mirror_proxy_connections_active {}", self.connections_active.load(Ordering::Relaxed));
-        let _ = writeln!(out, "# HELP kafka_mirror_proxy_brokers Destination brokers with a listener.\n# TYPE kafka_mirror_proxy_brokers gauge");
-        let _ = writeln!(out, "kafka_mirror_proxy_brokers {}", self.brokers.load(Ordering::Relaxed));
+    /// The Prometheus text exposition (version 0.0.4), encoded by `prometheus-client`: the proxy's
+    /// counters, then the collector in `extra` (the mirror control plane's).
+    pub fn render(self: &std::sync::Arc<Self>) -> String {
+        let mut registry = Registry::with_prefix("kafka_mirror_proxy");
+        registry.register_collector(Box::new(ProxyCollector(self.clone())));
         if let Some(extra) = &self.extra {
-            out.push_str(&extra());
+            registry.register_collector(Box::new(Delegate(extra.clone())));
         }
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
         out
+    }
+}
+
+/// The proxy's own metrics, read from its atomics at each scrape.
+#[derive(Debug)]
+struct ProxyCollector(std::sync::Arc<Metrics>);
+
+/// A shared collector registered for one scrape.
+#[derive(Debug)]
+struct Delegate(std::sync::Arc<dyn Collector>);
+
+impl Collector for Delegate {
+    fn encode(&self, encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+}
+
+impl Collector for ProxyCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let m = &self.0;
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut counter = |name: &str, help: &str, value: u64| {
+            encoder.encode_descriptor(name, help, None, MetricType::Counter)?.encode_counter::<NoLabelSet, u64, f64>(&value, None)
+        };
+        counter("connections", "Client connections accepted.", l(&m.connections_total))?;
+        counter("request_bytes", "Bytes of client requests read.", l(&m.request_bytes))?;
+        counter("response_bytes", "Bytes of responses written to clients.", l(&m.response_bytes))?;
+        counter("rewritten_responses", "Responses decoded and re-encoded.", l(&m.rewritten_responses))?;
+        counter("streamed_responses", "Large Fetch responses forwarded as their bytes arrived.", l(&m.streamed_responses))?;
+        counter(
+            "streamed_endpoints_dropped",
+            "Streamed Fetch responses whose leader endpoints did not fit in the broker's bytes and were left out (the client refreshes metadata).",
+            l(&m.streamed_endpoints_dropped),
+        )?;
+        counter(
+            "streamed_requests",
+            "Large Produce requests to one topic the write policy allows whole, forwarded as their bytes arrived.",
+            l(&m.streamed_requests),
+        )?;
+        counter("spliced_bytes", "Bytes moved socket to socket without a copy (splice): record sets of streamed responses and requests.", l(&m.spliced_bytes))?;
+        counter("refused_partitions", "Partitions refused by the write policy (Produce, DeleteRecords).", l(&m.refused_partitions))?;
+        counter("refused_resources", "Topics or config resources refused by the write policy.", l(&m.refused_resources))?;
+        counter("malformed_requests", "Client connections closed for a malformed request.", l(&m.malformed_requests))?;
+        counter(
+            "client_reauthentications",
+            "Successful SASL authentications on client connections that had already authenticated (KIP-368, passed through to the broker).",
+            l(&m.client_reauthentications),
+        )?;
+        counter("unsupported_versions", "Client connections closed for an API version the proxy cannot read.", l(&m.unsupported_versions))?;
+        counter("upstream_connect_failures", "Failed connections to destination brokers.", l(&m.upstream_connect_failures))?;
+        {
+            let mut metric = encoder.encode_descriptor("requests", "Client requests by API.", None, MetricType::Counter)?;
+            for (key, c) in m.requests.iter().enumerate() {
+                let v = l(c);
+                if v > 0 {
+                    metric.encode_family(&[("api", api_label(key))])?.encode_counter::<NoLabelSet, u64, f64>(&v, None)?;
+                }
+            }
+            metric.encode_family(&[("api", "other".to_owned())])?.encode_counter::<NoLabelSet, u64, f64>(&l(&m.requests_other), None)?;
+        }
+        {
+            let mut metric = encoder.encode_descriptor(
+                "request_duration_seconds",
+                "Requests forwarded to brokers, from forwarding to the response's last byte written to the client (the broker's time included), by API.",
+                None,
+                MetricType::Histogram,
+            )?;
+            let named = m.durations.iter().enumerate().map(|(key, h)| (api_label(key), h));
+            for (name, h) in named.chain(std::iter::once(("other".to_owned(), &m.durations_other))) {
+                let count = h.count();
+                if count == 0 {
+                    continue;
+                }
+                let buckets: Vec<(f64, u64)> = DURATION_BUCKETS_US.iter().zip(&h.buckets).map(|(bound, b)| (*bound as f64 / 1e6, l(b))).collect();
+                let sum = l(&h.sum_us) as f64 / 1e6;
+                metric.encode_family(&[("api", name)])?.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            }
+        }
+        encoder
+            .encode_descriptor("connections_active", "Client connections open.", None, MetricType::Gauge)?
+            .encode_gauge(&m.connections_active.load(Ordering::Relaxed))?;
+        encoder
+            .encode_descriptor("brokers", "Destination brokers with a listener.", None, MetricType::Gauge)?
+            .encode_gauge(&m.brokers.load(Ordering::Relaxed))?;
+        Ok(())
     }
 }
 
@@ -311,7 +334,7 @@ pub(crate) async fn serve_http(listener: TcpListener, metrics: std::sync::Arc<Me
     }
 }
 
-async fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+async fn answer(mut stream: TcpStream, metrics: &std::sync::Arc<Metrics>) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let read = async {
         while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < HTTP_MAX_HEAD {
@@ -344,7 +367,7 @@ mod tests {
 
     #[test]
     fn renders_counters() {
-        let m = Metrics::default();
+        let m = std::sync::Arc::new(Metrics::default());
         m.count_request(0, 100);
         m.count_request(3, 10);
         m.count_request(3000, 1);
@@ -357,7 +380,7 @@ mod tests {
 
     #[test]
     fn request_durations_render_as_cumulative_buckets() {
-        let m = Metrics::default();
+        let m = std::sync::Arc::new(Metrics::default());
         assert!(!m.render().contains("request_duration_seconds_count"), "no series before a request");
         for us in [100, 250, 251, 40_000, 31_000_000] {
             m.observe_duration(Some(ApiKey::Produce), Duration::from_micros(us));

@@ -269,7 +269,7 @@ impl Proxy {
         if let Some(admin) = &admin {
             // The control plane's metrics (instance group, mirror partitions, sync) on the same endpoint.
             let manager = admin.manager().clone();
-            metrics.extra = Some(Box::new(move || manager.render_metrics()));
+            metrics.extra = Some(Arc::new(manager.metrics()));
         }
         let sessions = if settings.session_threads {
             // Unset: as many as the runtime's workers, which follow TOKIO_WORKER_THREADS as tokio does.

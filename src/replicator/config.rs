@@ -79,6 +79,8 @@ pub struct ReplicatorConfig {
     /// Destination-side throttling of record data (unlimited unless set; shared by the clones of
     /// this config, so a rate set on it reaches every partition at once).
     pub throttle: std::sync::Arc<super::throttle::Throttle>,
+    /// What the copying counts for the metrics (shared by the clones of this config).
+    pub stats: std::sync::Arc<super::stats::CopyStats>,
 }
 
 impl ReplicatorConfig {
@@ -101,6 +103,7 @@ impl ReplicatorConfig {
             marker_gap_limit: DEFAULT_MARKER_GAP_LIMIT,
             replication_factor: -1,
             throttle: std::sync::Arc::default(),
+            stats: std::sync::Arc::default(),
         }
     }
 

@@ -55,3 +55,47 @@ impl ReplicationError {
         crate::report::error_chain(self)
     }
 }
+
+/// The class of a FAILED reason as [`ReplicationError::reason`] wrote it (or the mirror, for
+/// settings it cannot use): a short, bounded name for a metric label. The reasons themselves name
+/// offsets and topics, so they cannot be labels.
+pub fn reason_class(reason: &str) -> &'static str {
+    const CLASSES: [(&str, &str); 11] = [
+        ("divergence at offset", "divergence"),
+        ("source topic ", "source_topic_changed"),
+        ("source batch at offset", "batch_not_reproducible"),
+        ("source cluster id changed", "source_cluster_changed"),
+        ("corrupt source batch", "corrupt_batch"),
+        ("destination topic ", "destination_topic"),
+        ("destination refused the write", "write_refused"),
+        ("internal error", "internal"),
+        ("source cluster unavailable", "source_unavailable"),
+        ("destination cluster unavailable", "destination_unavailable"),
+        ("mirror setting", "settings"),
+    ];
+    CLASSES.iter().find(|(prefix, _)| reason.starts_with(prefix)).map_or("other", |(_, class)| class)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_its_class() {
+        let unavailable = |side| ReplicationError::Unavailable { side, source: ClientError::UnknownBroker { broker: 1 } };
+        let cases = [
+            (ReplicationError::Divergence { offset: 5, detail: "x".into() }, "divergence"),
+            (ReplicationError::SourceTopicChanged { topic: "t".into(), detail: "was deleted".into() }, "source_topic_changed"),
+            (ReplicationError::SourceClusterChanged { recorded: "a".into(), now: "b".into() }, "source_cluster_changed"),
+            (ReplicationError::DestinationTopic { topic: "t".into(), detail: "x".into() }, "destination_topic"),
+            (ReplicationError::Refused { offset: 1, source: ClientError::UnknownBroker { broker: 1 } }, "write_refused"),
+            (ReplicationError::Internal { detail: "x".into() }, "internal"),
+            (unavailable("source"), "source_unavailable"),
+            (unavailable("destination"), "destination_unavailable"),
+        ];
+        for (error, class) in cases {
+            assert_eq!(reason_class(&error.reason()), class, "{}", error.reason());
+        }
+        assert_eq!(reason_class("anything else"), "other");
+    }
+}

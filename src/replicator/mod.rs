@@ -31,6 +31,7 @@ pub mod partition;
 pub mod plan;
 pub(crate) mod prepare;
 pub mod producers;
+pub mod stats;
 pub mod status;
 pub mod throttle;
 pub mod topic;

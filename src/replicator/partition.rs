@@ -167,6 +167,10 @@ impl PartitionCopier {
                                 self.execute(write).await?;
                             }
                             self.next_offset = self.next_offset.max(batch.next_offset());
+                            if !batch.is_control() {
+                                self.inner.config.stats.copied(i64::from(batch.records_count()), batch.size_in_bytes());
+                                self.status.set_written_timestamp(batch.max_timestamp());
+                            }
                             self.update_status();
                         }
                         drop(held);

@@ -66,18 +66,39 @@ pub struct PartitionStatus {
     /// While FAILED: automatic retries so far (1 for the first failure), -1 if the failure is not
     /// retried (it needs an operator).
     pub retry_attempt: i16,
+    /// The newest record timestamp written to the destination (ms; -1 before the first write).
+    pub written_timestamp_ms: i64,
 }
 
 impl PartitionStatus {
     /// A partition not looked at yet.
     pub fn new(topic: &str, partition: i32, state: CopyState) -> Self {
-        Self { topic: topic.to_owned(), partition, state, source_high_watermark: -1, source_last_stable_offset: -1, destination_offset: 0, retry_attempt: 0 }
+        Self {
+            topic: topic.to_owned(),
+            partition,
+            state,
+            source_high_watermark: -1,
+            source_last_stable_offset: -1,
+            destination_offset: 0,
+            retry_attempt: 0,
+            written_timestamp_ms: -1,
+        }
     }
 
     /// Offsets not copied yet: up to the LSO under read_committed, else up to the high watermark.
     pub fn lag(&self, read_committed: bool) -> i64 {
         let end = if read_committed { self.source_last_stable_offset } else { self.source_high_watermark };
         (end - self.destination_offset).max(0)
+    }
+
+    /// How far behind in time the destination is, seconds, at `now_ms`: 0 while nothing is to be
+    /// copied, else the age of the newest record written (what the destination lacks is newer
+    /// than that). A partition that lags before its first write counts from `now_ms` (0).
+    pub fn lag_seconds(&self, read_committed: bool, now_ms: i64) -> f64 {
+        if self.lag(read_committed) == 0 || self.written_timestamp_ms < 0 {
+            return 0.0;
+        }
+        (now_ms - self.written_timestamp_ms).max(0) as f64 / 1000.0
     }
 }
 
@@ -201,6 +222,12 @@ impl StatusHandle {
         if last_stable_offset >= 0 {
             s.source_last_stable_offset = last_stable_offset;
         }
+    }
+
+    /// Records the newest record timestamp written (kept if older than the one before).
+    pub(crate) fn set_written_timestamp(&self, timestamp_ms: i64) {
+        let mut status = lock(&self.cell);
+        status.written_timestamp_ms = status.written_timestamp_ms.max(timestamp_ms);
     }
 
     /// Records the next destination offset.

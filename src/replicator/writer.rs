@@ -130,7 +130,10 @@ async fn run_writer(destination: Arc<Client>, broker: i32, config: ReplicatorCon
             ..ProduceOptions::default()
         };
         let batches: Vec<ProducePartition> = now.iter().map(|s| s.batch.clone()).collect();
-        match destination.produce_to(broker, &batches, &options).await {
+        let sent = tokio::time::Instant::now();
+        let produced = destination.produce_to(broker, &batches, &options).await;
+        config.stats.produce_latency.observe(sent.elapsed().as_secs_f64());
+        match produced {
             Ok(results) => {
                 for (s, r) in now.into_iter().zip(results) {
                     let _ = s.reply.send(r);

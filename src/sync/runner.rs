@@ -209,6 +209,10 @@ pub struct SyncStatus {
     pub last_failure: Option<(SystemTime, String)>,
     /// Failures since the last success.
     pub consecutive_failures: u32,
+    /// Runs since this status was made (successes and failures).
+    pub runs: u64,
+    /// Failed runs since this status was made.
+    pub failures: u64,
     /// Groups the last successful run left alone, and why (group offset syncs only).
     pub skipped: Vec<SkippedGroup>,
     /// Why the last successful run did nothing at all, if so (e.g. share groups on a source older
@@ -274,6 +278,7 @@ impl SyncRunner {
                 }
                 s.last_success = Some(SystemTime::now());
                 s.consecutive_failures = 0;
+                s.runs += 1;
                 s.skipped = skipped;
                 s.note = note;
             }
@@ -281,6 +286,8 @@ impl SyncRunner {
                 warn!(?kind, %reason, "sync failed; retried at the next interval");
                 s.last_failure = Some((SystemTime::now(), reason));
                 s.consecutive_failures += 1;
+                s.runs += 1;
+                s.failures += 1;
             }
         }
     }

@@ -227,6 +227,135 @@ async fn a_source_client_quota_on_the_fetch_client_id_throttles_the_copy() {
     let rate = rate * assert_exact(&src_client, &dst_client, &topic, 2).await;
     eprintln!("source quota 400000 bytes/s on {fetch_client_id}: copy at {rate:.0} bytes/s, source throttle {throttled:.1} s");
     assert!((100_000.0..=800_000.0).contains(&rate), "under a 400 kB/s quota the copy ran at {rate:.0} bytes/s");
-    let _ = (throttled, metrics); // TODO(metrics commit): assert the source throttle time
+    assert!(throttled > 0.0, "no source throttle time reported:\n{metrics}");
+    drop(proxy_process);
+}
+
+/// The value of `name{labels}` in `exposition`, or 0.
+fn value(exposition: &str, name_and_labels: &str) -> f64 {
+    sample(exposition, name_and_labels).unwrap_or(0.0)
+}
+
+/// Metric names the exposition declares (`# TYPE` lines), with the sample names of histograms.
+fn exported_names(exposition: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for line in exposition.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else { continue };
+        let Some((name, kind)) = rest.split_once(' ') else { continue };
+        names.insert(name.to_owned());
+        if kind == "histogram" {
+            for suffix in ["_bucket", "_sum", "_count"] {
+                names.insert(format!("{name}{suffix}"));
+            }
+        }
+    }
+    names
+}
+
+/// Every `kafka_mirror_proxy_…` name in a file of `docker/`.
+fn names_in(file: &str) -> (String, std::collections::BTreeSet<String>) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docker").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let names = regex::Regex::new("kafka_mirror_proxy_[a-z_]+").unwrap().find_iter(&text).map(|m| m.as_str().to_owned()).collect();
+    (text, names)
+}
+
+fn parses_as_yaml(file: &str, text: &str) {
+    let parsed = config::Config::builder().add_source(config::File::from_str(text, config::FileFormat::Yaml)).build();
+    assert!(parsed.is_ok(), "docker/{file} does not parse as YAML: {parsed:?}");
+}
+
+/// The metrics of spec §10 are exported and move while a throttled mirror copies (lag in records
+/// and in time, records and bytes copied, fetch and produce latency, throttle time and rate,
+/// partition states, sync runs, state apply lag), a FAILED partition is counted by its reason's
+/// class; and every metric the Grafana dashboard and the alert rules of `docker/` query is one the
+/// running proxy exports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_an_operator_alerts_on_move_and_the_dashboard_queries_only_them() {
+    let (src, dst, java) = (source(), destination(), java_client());
+    let proxy_process = ProxyProcess::start(&dst.bootstrap(), &unique_name("__metrics_state"), "");
+    let proxy = proxy_process.bootstrap.clone();
+    let dst_client = client(&dst.bootstrap()).await;
+    let mirror = unique_name("observed");
+    let topic = unique_name("observed");
+    const RECORDS: usize = 6_000;
+    java.create_topic(&src.bootstrap(), &topic, 2, 1, &[]).unwrap();
+    fill(&src.bootstrap(), &topic, RECORDS).await;
+    create_mirror(&proxy, &mirror, "mirror.replication.throttled.rate=2000000\nmetadata.refresh.interval.ms=1000\nsync.group.offsets.interval.ms=1000\n").await;
+    cli_ok(&["--bootstrap-server", &proxy, "--add", "--mirror", &mirror, "--topic", &topic]).await;
+    let m = format!("mirror=\"{mirror}\"");
+    let partition_labels = |p: i32| format!("{{{m},topic=\"{topic}\",partition=\"{p}\"}}");
+
+    // While the throttled copy runs: lag in records and in time.
+    let lagging = poll_until(Duration::from_secs(60), || async {
+        let page = proxy_process.scrape().await?;
+        let lag = value(&page, &format!("kafka_mirror_proxy_mirror_partition_lag_records{}", partition_labels(0)));
+        let seconds = value(&page, &format!("kafka_mirror_proxy_mirror_partition_lag_seconds{}", partition_labels(0)));
+        (lag > 0.0 && value(&page, &format!("kafka_mirror_proxy_mirror_copied_records_total{{{m}}}")) > 0.0).then_some((lag, seconds, page))
+    })
+    .await;
+    let (lag, lag_seconds, during) = lagging.expect("a partition lagging while records are copied");
+    eprintln!("while copying: partition 0 lags {lag} records, {lag_seconds} s");
+    assert!(value(&during, &format!("kafka_mirror_proxy_mirror_throttle_rate_bytes{{{m}}}")) == 2_000_000.0, "{during}");
+
+    wait_copied(&dst_client, &topic, 2, RECORDS as i64).await;
+    let after = poll_until(Duration::from_secs(60), || async {
+        let page = proxy_process.scrape().await?;
+        let caught_up = (0..2).all(|p| value(&page, &format!("kafka_mirror_proxy_mirror_partition_lag_records{}", partition_labels(p))) == 0.0);
+        let synced = value(&page, &format!("kafka_mirror_proxy_mirror_sync_runs_total{{{m},kind=\"group_offsets\"}}")) > 0.0;
+        (caught_up && synced).then_some(page)
+    })
+    .await
+    .expect("caught up, and the group offset sync ran");
+    assert_eq!(value(&after, &format!("kafka_mirror_proxy_mirror_copied_records_total{{{m}}}")), RECORDS as f64, "{after}");
+    assert!(value(&after, &format!("kafka_mirror_proxy_mirror_copied_bytes_total{{{m}}}")) > (RECORDS * RECORD_BYTES) as f64, "{after}");
+    for p in 0..2 {
+        assert_eq!(value(&after, &format!("kafka_mirror_proxy_mirror_partition_lag_seconds{}", partition_labels(p))), 0.0, "{after}");
+    }
+    assert!(value(&after, &format!("kafka_mirror_proxy_mirror_fetch_duration_seconds_count{{{m}}}")) > 0.0, "{after}");
+    assert!(value(&after, &format!("kafka_mirror_proxy_mirror_produce_duration_seconds_count{{{m}}}")) > 0.0, "{after}");
+    assert!(value(&after, &format!("kafka_mirror_proxy_mirror_throttle_seconds_total{{{m},side=\"destination\"}}")) > 0.5, "{after}");
+    assert_eq!(value(&after, &format!("kafka_mirror_proxy_mirror_partitions{{{m},state=\"MIRRORING\"}}")), 2.0, "{after}");
+    assert_eq!(value(&after, "kafka_mirror_proxy_mirror_group_member"), 1.0, "{after}");
+    assert!(sample(&after, "kafka_mirror_proxy_mirror_state_apply_lag_records").is_some(), "{after}");
+    assert!(sample(&after, &format!("kafka_mirror_proxy_mirror_sync_failures_total{{{m},kind=\"group_offsets\"}}")).is_some(), "{after}");
+
+    // A record written straight to the destination partition (around the proxy): the next source
+    // record diverges, the partition goes FAILED, counted by its reason's class.
+    let one = [kafka_harness::ProduceLine::from(kafka_harness::ProducerRecord::to(1).key("intruder").value("x"))];
+    java.produce(&dst.bootstrap(), &topic, &kafka_harness::ProduceOptions::default(), &one).unwrap();
+    let source_one = [kafka_harness::ProduceLine::from(kafka_harness::ProducerRecord::to(1).key("next").value("y"))];
+    java.produce(&src.bootstrap(), &topic, &kafka_harness::ProduceOptions::default(), &source_one).unwrap();
+    let failed = poll_until(Duration::from_secs(60), || async {
+        let page = proxy_process.scrape().await?;
+        (value(&page, &format!("kafka_mirror_proxy_mirror_failed_partitions{{{m},reason=\"divergence\"}}")) == 1.0).then_some(page)
+    })
+    .await;
+    assert!(failed.is_some(), "no FAILED partition counted as divergence: {:?}", describe(&proxy, &mirror).await);
+    let page = failed.unwrap_or_default();
+    assert_eq!(value(&page, &format!("kafka_mirror_proxy_mirror_partitions{{{m},state=\"FAILED\"}}")), 1.0, "{page}");
+
+    // The dashboard and the alert rules query only what the proxy exports; the files parse.
+    let exported = exported_names(&page);
+    let (dashboard, dashboard_names) = names_in("grafana/dashboards/kafka-mirror-proxy.json");
+    serde_json::from_str::<serde_json::Value>(&dashboard).expect("the dashboard is JSON");
+    let (alerts, alert_names) = names_in("prometheus/alerts.yml");
+    parses_as_yaml("prometheus/alerts.yml", &alerts);
+    assert!(dashboard_names.len() >= 15 && !alert_names.is_empty(), "{dashboard_names:?} {alert_names:?}");
+    let missing: Vec<&String> = dashboard_names.iter().chain(&alert_names).filter(|n| !exported.contains(*n)).collect();
+    assert!(missing.is_empty(), "queried but not exported: {missing:?}\nexported: {exported:?}");
+    for file in [
+        "compose.yaml",
+        "prometheus/prometheus.yml",
+        "grafana/provisioning/datasources/prometheus.yml",
+        "grafana/provisioning/dashboards/kafka-mirror-proxy.yml",
+    ] {
+        let (text, _) = names_in(file);
+        parses_as_yaml(file, &text);
+    }
+    // The proxy configuration compose mounts is one the binary accepts.
+    let compose_config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/proxy.compose.yaml");
+    let loaded = kafka_mirror_proxy::proxy::config::ConfigSource::from_file_and_process_env(&compose_config).load();
+    assert!(loaded.is_ok(), "docker/proxy.compose.yaml: {:?}", loaded.err());
     drop(proxy_process);
 }

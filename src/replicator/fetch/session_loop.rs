@@ -106,11 +106,13 @@ impl FetchLoop {
                 max_wait = max_wait.min(wake.saturating_duration_since(Instant::now()));
             }
             let options = FetchOptions { isolation: config.isolation, max_wait, min_bytes: config.fetch_min_bytes, max_bytes: config.fetch_max_bytes };
+            let sent = Instant::now();
             let result = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return,
                 r = client.fetch_session(self.id.broker, &mut self.session, &options) => r,
             };
+            config.stats.fetch_latency.observe(sent.elapsed().as_secs_f64());
             match result {
                 Err(e) => self.failed(&e).await,
                 Ok(fetched) => {
@@ -128,6 +130,7 @@ impl FetchLoop {
                         // KIP-219: the broker answered and mutes the connection for this long.
                         let throttle = Duration::from_millis(u64::try_from(fetched.throttle_time_ms).unwrap_or(0));
                         debug!(broker = self.id.broker, ?throttle, "source throttles the fetch");
+                        config.stats.source_throttled(throttle);
                         tokio::select! {
                             () = cancel.cancelled() => return,
                             () = tokio::time::sleep(throttle) => {}
@@ -193,11 +196,13 @@ impl FetchLoop {
         let max = config.fetch_max_bytes.max(config.partition_fetch_bytes);
         let spec = FetchSpec::single(&key.0, key.1, offset, config.isolation, max);
         let client = self.shared.clients[self.id.index].clone();
+        let sent = Instant::now();
         let result = tokio::select! {
             biased;
             () = self.shared.cancel.cancelled() => return false,
             r = client.fetch(self.id.broker, &spec, None) => r,
         };
+        config.stats.fetch_latency.observe(sent.elapsed().as_secs_f64());
         match result {
             Err(e) => {
                 self.failed(&e).await;
