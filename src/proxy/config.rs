@@ -1036,6 +1036,17 @@ mod tests {
     }
 
     #[test]
+    fn the_replication_ceiling_is_optional_and_zero_is_none() {
+        assert_eq!(load(MINIMAL, &[]).unwrap().mirror_throttled_rate, None);
+        let set = load(&format!("{MINIMAL}mirrors:\n  replication_throttled_rate: 1048576\n"), &[]).unwrap();
+        assert_eq!(set.mirror_throttled_rate, Some(1_048_576));
+        let env = load(MINIMAL, &[("KMP_MIRRORS__REPLICATION_THROTTLED_RATE", "2000")]).unwrap();
+        assert_eq!(env.mirror_throttled_rate, Some(2000));
+        assert_eq!(load(&format!("{MINIMAL}mirrors:\n  replication_throttled_rate: 0\n"), &[]).unwrap().mirror_throttled_rate, None);
+        assert!(load(&format!("{MINIMAL}mirrors:\n  replication_throttled_rate: -1\n"), &[]).is_err());
+    }
+
+    #[test]
     fn env_overrides_every_key() {
         let s = load(
             MINIMAL,
