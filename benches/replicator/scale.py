@@ -13,7 +13,8 @@ For each size (partitions, in topics of --partitions-per-topic):
      - end-to-end lag of single records written to random idle partitions (--probes of them, one at a
        time: from the source's acknowledgement until the destination partition's high watermark is
        past it), p50 / p99 / max in an HdrHistogram;
-     - the copier's CPU over --idle-seconds with nothing written, and its resident memory.
+     - the copier's CPU over --idle-seconds with nothing written, and its resident memory;
+     - (proxy) what a scrape of /metrics costs: page size, sample lines, time of 10 scrapes in a row.
 Then a table (Markdown, stdout and BENCH_OUT/scale.md) and the raw figures (scale.json).
 
 Usage (from the repository root; release builds of kafka-harness, kafka-mirror-proxy and kafka-mirrors
@@ -179,6 +180,21 @@ def metric(url, name, labels):
     return total
 
 
+def scrape_cost(url, scrapes=10):
+    """What a Prometheus scrape of /metrics costs: page size, sample lines, and the time of each of
+    `scrapes` scrapes in a row (ms, p50 and max), as a scraper sees it."""
+    times, size, samples = [], 0, 0
+    for _ in range(scrapes):
+        t = time.monotonic()
+        with urllib.request.urlopen(url, timeout=30) as r:
+            body = r.read()
+        times.append(1000 * (time.monotonic() - t))
+        size = len(body)
+        samples = sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
+    times.sort()
+    return {"metrics_kib": size / 1024, "metrics_samples": samples, "metrics_ms_p50": times[len(times) // 2], "metrics_ms_max": times[-1]}
+
+
 def cpu_s(pid):
     return benchlib.cpu_seconds(pid)
 
@@ -322,6 +338,10 @@ def run_path(path, size, source, topics, args, procs, out_dir, rng):
     time.sleep(args.idle_seconds)
     result["idle_cpu_pct"] = 100 * (cpu_s(copier.pid) - cpu0) / (time.monotonic() - t_idle)
     result["rss_mib"] = rss_mib(copier.pid)
+    if path == "proxy":
+        result.update(scrape_cost(metrics))
+        log(f"  {path} at {size}: /metrics {result['metrics_kib']:.0f} KiB, {result['metrics_samples']} samples, "
+            f"scrape p50 {result['metrics_ms_p50']:.0f} ms max {result['metrics_ms_max']:.0f} ms")
     result.update(probe(source, dest, topics, args.probes, rng))
     final = end_offsets(dest, topics)
     src_final = end_offsets(source, topics)
@@ -335,13 +355,15 @@ def run_path(path, size, source, topics, args, procs, out_dir, rng):
 
 
 def table(results):
-    rows = ["| path | partitions (topics) | all MIRRORING (s) | all copied (s) | idle-partition lag p50 / p99 / max (ms) | probes arrived | idle CPU (% of a core) | RSS (MiB) | end offsets equal |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| path | partitions (topics) | all MIRRORING (s) | all copied (s) | idle-partition lag p50 / p99 / max (ms) | probes arrived | idle CPU (% of a core) | RSS (MiB) | /metrics KiB, samples, scrape ms p50 / max | end offsets equal |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         m = "-" if r["all_mirroring_s"] is None else f"{r['all_mirroring_s']:.1f}"
+        page = (f"{r['metrics_kib']:,.0f}, {r['metrics_samples']:,}, {r['metrics_ms_p50']:.0f} / {r['metrics_ms_max']:.0f}"
+                if "metrics_kib" in r else "-")
         rows.append(f"| {r['path']} | {r['partitions']:,} ({r['topics']}) | {m} | {r['all_copied_s']:.1f} | "
                     f"{r['p50_ms']:.0f} / {r['p99_ms']:.0f} / {r['max_ms']:.0f} | {r['arrived']}/{r['probes']} | "
-                    f"{r['idle_cpu_pct']:.2f} | {r['rss_mib']:.0f} | {r['end_offsets_equal']} |")
+                    f"{r['idle_cpu_pct']:.2f} | {r['rss_mib']:.0f} | {page} | {r['end_offsets_equal']} |")
     return "\n".join(rows)
 
 

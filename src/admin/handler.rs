@@ -273,7 +273,7 @@ impl AdminHandler {
     async fn add(&self, r: AddTopicsToMirrorRequest, principal: &str) -> TopicsResponse {
         let result = async {
             self.check(principal, MirrorOperation::Alter, &r.mirror_name)?;
-            Ok(self.manager.add_topics(&r.mirror_name, &r.topics, &r.exclude).await?)
+            Ok(self.manager.add_topics(&r.mirror_name, &r.topics, &r.exclude, r.replication_factor).await?)
         };
         topics_response(result.await)
     }

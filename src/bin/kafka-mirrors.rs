@@ -86,6 +86,11 @@ struct Args {
     /// Regex of topics to leave out (with --add; repeatable, or comma-separated).
     #[arg(long, value_name = "String: topic")]
     exclude: Vec<String>,
+    /// With --add: the replication factor of the mirror topics created (also for topics the patterns
+    /// add later). If not specified, uses the destination cluster's default.replication.factor,
+    /// capped by its broker count.
+    #[arg(long, value_name = "Short: replication-factor")]
+    replication_factor: Option<String>,
     /// Print --list and --describe as JSON.
     #[arg(long)]
     json: bool,
@@ -154,6 +159,15 @@ fn read_properties(path: &str) -> Result<BTreeMap<String, String>, CliError> {
     parse_properties(&text).map_err(|e| CliError(format!("{path}: {e}")))
 }
 
+/// `--replication-factor`: a short of at least 1 (the proxy checks it against the destination's
+/// brokers).
+fn parse_replication_factor(text: &str) -> Result<i16, CliError> {
+    match text.trim().parse::<i16>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => fail(format!("--replication-factor must be a number from 1 to {}, not `{text}`", i16::MAX)),
+    }
+}
+
 fn split_patterns(values: &[String]) -> Vec<String> {
     values.iter().flat_map(|v| v.split(',')).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
@@ -164,6 +178,9 @@ async fn run(args: &Args) -> Result<Vec<String>, CliError> {
             return fail("--dump-state needs --files");
         }
         return dump_state(&args.files);
+    }
+    if args.replication_factor.is_some() && !args.add {
+        return fail("--replication-factor is only used with --add");
     }
     let bootstrap = require(&args.bootstrap_server, "--bootstrap-server", "this command")?;
     // TLS and SASL to the proxy, with the Java client's property names (security.protocol, ssl.*,
@@ -232,7 +249,8 @@ async fn run(args: &Args) -> Result<Vec<String>, CliError> {
             return fail(format!("--{verb} needs --topic"));
         }
         let response = if args.add {
-            client.send(&AddTopicsToMirrorRequest { mirror_name: mirror.clone(), topics, exclude: split_patterns(&args.exclude) }).await?
+            let replication_factor = args.replication_factor.as_deref().map_or(Ok(-1), parse_replication_factor)?;
+            client.send(&AddTopicsToMirrorRequest { mirror_name: mirror.clone(), topics, exclude: split_patterns(&args.exclude), replication_factor }).await?
         } else if args.remove {
             client.send(&RemoveTopicsFromMirrorRequest { mirror_name: mirror.clone(), topics }).await?
         } else if args.pause {
@@ -485,12 +503,13 @@ fn payload_json(r: &StateRecord) -> String {
             )
         }
         StateRecord::Topic { value: Some(t), .. } => format!(
-            "{{\"version\":0,\"mirror\":{},\"sourceTopicId\":\"{}\",\"partitions\":{},\"goal\":\"{}\",\"updatedMs\":{}}}",
+            "{{\"version\":0,\"mirror\":{},\"sourceTopicId\":\"{}\",\"partitions\":{},\"goal\":\"{}\",\"updatedMs\":{},\"replicationFactor\":{}}}",
             json_str(&t.mirror),
             t.source_topic_id,
             t.partitions,
             t.goal.name(),
-            t.updated_ms
+            t.updated_ms,
+            t.replication_factor
         ),
         StateRecord::Partition { value: Some(p), .. } => {
             let reason = match &p.state {
@@ -508,7 +527,8 @@ fn payload_json(r: &StateRecord) -> String {
         StateRecord::Acl { value: Some(a), .. } => format!("{{\"version\":0,\"createdMs\":{}}}", a.created_ms),
         StateRecord::Filter { value: Some(f), .. } => {
             let list = |v: &[String]| v.iter().map(|p| json_str(p)).collect::<Vec<_>>().join(",");
-            format!("{{\"version\":0,\"include\":[{}],\"exclude\":[{}]}}", list(&f.include), list(&f.exclude))
+            let factors = f.replication_factors.iter().map(|r| format!("{}:{}", json_str(&r.pattern), r.replication_factor)).collect::<Vec<_>>().join(",");
+            format!("{{\"version\":0,\"include\":[{}],\"exclude\":[{}],\"replicationFactors\":{{{factors}}}}}", list(&f.include), list(&f.exclude))
         }
         _ => "null".to_owned(),
     }
@@ -559,5 +579,14 @@ mod tests {
         assert_eq!(split_patterns(&args.topic), ["a", "b", "c"]);
         assert!(Args::try_parse_from(["kafka-mirrors", "--bootstrap-server", "h:1"]).is_err(), "an action is required");
         assert!(Args::try_parse_from(["kafka-mirrors", "--list", "--describe"]).is_err(), "one action only");
+    }
+
+    #[test]
+    fn the_replication_factor_is_a_positive_short() {
+        assert_eq!(parse_replication_factor("3").unwrap(), 3);
+        for bad in ["0", "-1", "x", "40000", ""] {
+            let e = parse_replication_factor(bad).unwrap_err();
+            assert_eq!(e.0, format!("--replication-factor must be a number from 1 to 32767, not `{bad}`"));
+        }
     }
 }

@@ -56,6 +56,9 @@ pub enum MirrorError {
     /// Delete of a mirror with topics not STOPPED.
     #[error("mirror `{mirror}` still has {count} topic(s) not STOPPED (remove them first): {topics}")]
     NotEmpty { mirror: String, count: usize, topics: String },
+    /// A `--replication-factor` the destination cannot have.
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
     /// The principal may not do this.
     #[error("principal `{principal}` may not {operation} mirror `{mirror}`")]
     NotAuthorized { principal: String, operation: &'static str, mirror: String },
@@ -89,6 +92,7 @@ impl MirrorError {
             Self::NotPaused { .. } => MirrorErrorCode::MirrorTopicNotPaused,
             Self::BeingStopped { .. } => MirrorErrorCode::MirrorTopicBeingStopped,
             Self::NotEmpty { .. } => MirrorErrorCode::MirrorNotEmpty,
+            Self::InvalidReplicationFactor(_) => MirrorErrorCode::InvalidReplicationFactor,
             Self::NotAuthorized { .. } => MirrorErrorCode::MirrorAuthorizationFailed,
             Self::Loading => MirrorErrorCode::CoordinatorLoadInProgress,
             Self::Store(_) | Self::LoopCheck(_) => MirrorErrorCode::UnknownServerError,

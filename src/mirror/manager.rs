@@ -45,7 +45,7 @@ use super::error::MirrorError;
 use super::model::{Model, TopicEntry};
 use super::ownership::{MembershipConfig, Ownership, run_membership};
 use super::recorder::Recorder;
-use super::records::{MirrorDefinition, PartitionRecord, StateRecord, TopicFilter, TopicGoal, TopicRecord};
+use super::records::{MirrorDefinition, PartitionRecord, PatternReplication, StateRecord, TopicFilter, TopicGoal, TopicRecord};
 use super::settings::{MirrorSettings, SecretKey, SettingError, setting_kind, validate_mirror_name};
 use super::store::{DEFAULT_STATE_TOPIC, StateStore, StoreError};
 use super::supervisor::Supervisor;
@@ -421,16 +421,31 @@ impl Shared {
 
     /// Adds the source topics matching `patterns` and not `exclude` to `mirror` (the topic record
     /// first: from it on a topic is read-only). With `keep_patterns`, the patterns are added to the
-    /// mirror's filter, which the sync uses to find new source topics later.
-    pub(crate) async fn add_topics(&self, mirror: &str, patterns: &[String], exclude: &[String], keep_patterns: bool) -> Result<TopicOutcomes, MirrorError> {
+    /// mirror's filter, which the sync uses to find new source topics later, with
+    /// `replication_factor` (-1: the destination's default) for the topics they add; without it
+    /// (the sync adding a topic), each topic takes the replication factor of the filter's pattern
+    /// that matches it.
+    pub(crate) async fn add_topics(
+        &self,
+        mirror: &str,
+        patterns: &[String],
+        exclude: &[String],
+        replication_factor: i16,
+        keep_patterns: bool,
+    ) -> Result<TopicOutcomes, MirrorError> {
         let include = Pattern::compile_all(patterns)?;
         let excluded = Pattern::compile_all(exclude)?;
         if include.is_empty() {
             return Err(MirrorError::NoMatchingTopic("no pattern".to_owned()));
         }
+        self.check_replication_factor(replication_factor).await?;
         let _op = self.ops.lock().await;
         self.catch_up().await?;
         let settings = self.settings_of(mirror)?;
+        let filter = self.model().mirrors.get(mirror).map(|m| m.filter.clone()).unwrap_or_default();
+        let replication_of = |topic: &str, internal: bool| {
+            if keep_patterns { replication_factor } else { filter.replication_factor_for(|p| Pattern::compile(p).is_ok_and(|p| p.matches(topic, internal))) }
+        };
         let source = self.source_client(mirror, &settings).await?;
         let metadata = match source.refresh_metadata(&[]).await {
             Ok(m) => m,
@@ -475,7 +490,14 @@ impl Shared {
                 continue;
             }
             let partitions = info.partitions.len() as i32;
-            let record = TopicRecord { mirror: mirror.to_owned(), source_topic_id: info.topic_id, partitions, goal: TopicGoal::Mirror, updated_ms: now_ms() };
+            let record = TopicRecord {
+                mirror: mirror.to_owned(),
+                source_topic_id: info.topic_id,
+                partitions,
+                goal: TopicGoal::Mirror,
+                updated_ms: now_ms(),
+                replication_factor: replication_of(&info.name, info.is_internal || info.name.starts_with("__")),
+            };
             records.push(StateRecord::Topic { topic: info.name.clone(), value: Some(record) });
             records.extend(partition_records(mirror, &info.name, partitions, &PartitionState::Initializing));
             added.push((info.name.clone(), partitions));
@@ -494,6 +516,11 @@ impl Shared {
                 if !updated.include.contains(p) {
                     updated.include.push(p.clone());
                 }
+                // The latest --add of a pattern decides its replication factor.
+                updated.replication_factors.retain(|r| &r.pattern != p);
+                if replication_factor != -1 {
+                    updated.replication_factors.push(PatternReplication { pattern: p.clone(), replication_factor });
+                }
             }
             for p in excluded.iter().map(|p| &p.text) {
                 if !updated.exclude.contains(p) {
@@ -505,6 +532,30 @@ impl Shared {
             }
         }
         Ok(outcomes)
+    }
+
+    /// A replication factor the destination can have: -1 (its default) or 1 up to its broker
+    /// count, as Kafka's CreateTopics checks it (`INVALID_REPLICATION_FACTOR`), but before the
+    /// topics are added rather than when the replicator creates them.
+    async fn check_replication_factor(&self, replication_factor: i16) -> Result<(), MirrorError> {
+        if replication_factor == -1 {
+            return Ok(());
+        }
+        if replication_factor < 1 {
+            return Err(MirrorError::InvalidReplicationFactor(format!(
+                "replication factor {replication_factor} is not valid: it must be at least 1 (or -1 for the destination cluster's default)"
+            )));
+        }
+        let brokers = match self.destination.describe_cluster().await {
+            Ok(cluster) => cluster.brokers.len(),
+            Err(_) => self.destination.cached_metadata().brokers.len(),
+        };
+        if usize::from(replication_factor.unsigned_abs()) > brokers {
+            return Err(MirrorError::InvalidReplicationFactor(format!(
+                "replication factor {replication_factor} is larger than the destination cluster's {brokers} broker(s)"
+            )));
+        }
+        Ok(())
     }
 
     pub(crate) async fn source_client(&self, mirror: &str, settings: &MirrorSettings) -> Result<Arc<Client>, MirrorError> {
@@ -789,8 +840,14 @@ impl MirrorManager {
     /// Top level: unknown mirror, invalid pattern, unreachable source, no matching topic, the
     /// loop check failing, store failure. Per topic (in the outcomes): the topic is already in a
     /// mirror, or is a mirror topic at the source ([`MirrorError::MirrorLoop`]).
-    pub async fn add_topics(&self, mirror: &str, patterns: &[String], exclude: &[String]) -> Result<TopicOutcomes, MirrorError> {
-        self.shared.add_topics(mirror, patterns, exclude, true).await
+    /// `replication_factor` is that of the destination topics created for them (-1: the
+    /// destination's `default.replication.factor`, capped by its broker count).
+    ///
+    /// # Errors
+    /// Also [`MirrorError::InvalidReplicationFactor`] for a value below 1 (other than -1) or
+    /// above the destination's broker count.
+    pub async fn add_topics(&self, mirror: &str, patterns: &[String], exclude: &[String], replication_factor: i16) -> Result<TopicOutcomes, MirrorError> {
+        self.shared.add_topics(mirror, patterns, exclude, replication_factor, true).await
     }
 
     fn settings_of(&self, mirror: &str) -> Result<MirrorSettings, MirrorError> {

@@ -182,7 +182,7 @@ mod tests {
     fn topic(goal: TopicGoal) -> StateRecord {
         StateRecord::Topic {
             topic: "orders".to_owned(),
-            value: Some(TopicRecord { mirror: "dr".to_owned(), source_topic_id: Uuid::nil(), partitions: 2, goal, updated_ms: 0 }),
+            value: Some(TopicRecord { mirror: "dr".to_owned(), source_topic_id: Uuid::nil(), partitions: 2, goal, updated_ms: 0, replication_factor: -1 }),
         }
     }
 

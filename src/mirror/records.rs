@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::PartitionState;
 use crate::client::AclBinding;
-use crate::protocol::mirror::wire::{DecodeError, Field, Reader, Writer, flexible_struct};
+use crate::protocol::mirror::wire::{DecodeError, Field, Reader, Writer, flexible_struct, read_tagged, tagged};
 
 /// The schema version written in keys and values by this build.
 pub const SCHEMA_VERSION: i16 = 0;
@@ -127,6 +127,9 @@ pub struct TopicRecord {
     pub goal: TopicGoal,
     /// Last change, ms since the epoch.
     pub updated_ms: i64,
+    /// Replication factor to create the destination topic with (`--replication-factor`); -1: the
+    /// destination's default. Tagged field 0 (absent means -1).
+    pub replication_factor: i16,
 }
 
 impl Field for TopicRecord {
@@ -136,7 +139,11 @@ impl Field for TopicRecord {
         self.partitions.write(w);
         self.goal.code().write(w);
         self.updated_ms.write(w);
-        w.empty_tagged_fields();
+        if self.replication_factor == -1 {
+            w.empty_tagged_fields();
+        } else {
+            w.tagged_fields(&[tagged(0, &self.replication_factor)]);
+        }
     }
 
     fn read(r: &mut Reader<'_>, _field: &'static str) -> Result<Self, DecodeError> {
@@ -146,8 +153,15 @@ impl Field for TopicRecord {
             partitions: Field::read(r, "TopicRecord.partitions")?,
             goal: TopicGoal::from_code(Field::read(r, "TopicRecord.goal")?)?,
             updated_ms: Field::read(r, "TopicRecord.updated_ms")?,
+            replication_factor: -1,
         };
-        r.skip_tagged_fields()?;
+        let mut record = record;
+        r.tagged_fields(|tag, bytes| {
+            if tag == 0 {
+                record.replication_factor = read_tagged(bytes, "TopicRecord.replication_factor")?;
+            }
+            Ok(())
+        })?;
         Ok(record)
     }
 }
@@ -237,8 +251,29 @@ pub struct TopicFilter {
     pub include: Vec<String>,
     /// Patterns excluded from them (the mirror's `topics.exclude` applies too).
     pub exclude: Vec<String>,
+    /// The replication factor given with an include pattern (`--add --replication-factor`), for
+    /// the topics it adds later; patterns not listed use the destination's default. Tagged field 0.
+    pub replication_factors: Vec<PatternReplication>,
 }
-flexible_struct!(TopicFilter { include, exclude });
+flexible_struct!(TopicFilter { include, exclude } tagged { 0 => replication_factors = Vec::new() });
+
+impl TopicFilter {
+    /// The replication factor for a topic added by the filter: that of the first include pattern
+    /// given one that matches `matches` (-1 if none).
+    pub fn replication_factor_for(&self, matches: impl Fn(&str) -> bool) -> i16 {
+        self.replication_factors.iter().find(|p| matches(&p.pattern)).map_or(-1, |p| p.replication_factor)
+    }
+}
+
+/// An include pattern's replication factor.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PatternReplication {
+    /// The include pattern, as given.
+    pub pattern: String,
+    /// The replication factor (at least 1).
+    pub replication_factor: i16,
+}
+flexible_struct!(PatternReplication { pattern, replication_factor });
 
 /// A decoded `__mirror_state` record: its key and its value (`None` for a tombstone).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -414,13 +449,16 @@ mod tests {
             .prop_map(|(name, value, sealed)| StoredConfig { name, value, sealed: sealed.map(Bytes::from) });
         let definition = (proptest::collection::vec(config, 0..4), ".{0,22}", any::<i64>())
             .prop_map(|(configs, source_cluster_id, created_ms)| MirrorDefinition { configs, source_cluster_id, created_ms });
-        let topic = (".{0,10}", any::<u128>(), any::<i32>(), arb_goal(), any::<i64>()).prop_map(|(mirror, id, partitions, goal, updated_ms)| TopicRecord {
-            mirror,
-            source_topic_id: Uuid::from_u128(id),
-            partitions,
-            goal,
-            updated_ms,
-        });
+        let topic = (".{0,10}", any::<u128>(), any::<i32>(), arb_goal(), any::<i64>(), -1i16..5).prop_map(
+            |(mirror, id, partitions, goal, updated_ms, replication_factor)| TopicRecord {
+                mirror,
+                source_topic_id: Uuid::from_u128(id),
+                partitions,
+                goal,
+                updated_ms,
+                replication_factor,
+            },
+        );
         let partition = (".{0,10}", arb_state(), any::<i16>(), any::<i64>()).prop_map(|(mirror, state, retry_attempt, updated_ms)| PartitionRecord {
             mirror,
             state,
@@ -444,8 +482,21 @@ mod tests {
             (".{0,20}", binding, proptest::option::of(acl)).prop_map(|(mirror, binding, value)| StateRecord::Acl { mirror, binding, value }),
             (".{0,20}", proptest::option::of(topic)).prop_map(|(topic, value)| StateRecord::Topic { topic, value }),
             (".{0,20}", any::<i32>(), proptest::option::of(partition)).prop_map(|(topic, partition, value)| StateRecord::Partition { topic, partition, value }),
-            (".{0,20}", proptest::option::of((proptest::collection::vec(".{0,10}", 0..3), proptest::collection::vec(".{0,10}", 0..3))))
-                .prop_map(|(mirror, value)| StateRecord::Filter { mirror, value: value.map(|(include, exclude)| TopicFilter { include, exclude }) }),
+            (
+                ".{0,20}",
+                proptest::option::of((
+                    proptest::collection::vec(".{0,10}", 0..3),
+                    proptest::collection::vec(".{0,10}", 0..3),
+                    proptest::collection::vec(
+                        (".{0,10}", 1i16..5).prop_map(|(pattern, replication_factor)| PatternReplication { pattern, replication_factor }),
+                        0..2
+                    ),
+                ))
+            )
+                .prop_map(|(mirror, value)| StateRecord::Filter {
+                    mirror,
+                    value: value.map(|(include, exclude, replication_factors)| TopicFilter { include, exclude, replication_factors })
+                }),
         ]
     }
 

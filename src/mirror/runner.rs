@@ -38,7 +38,7 @@ use super::settings::MirrorSettings;
 use super::stop::abort_open_transactions_of;
 use crate::client::Backoff;
 use crate::replicator::topic::SourceTopic;
-use crate::replicator::{ReplicationError, Replicator};
+use crate::replicator::{ReplicationError, Replicator, TopicSetup};
 
 /// What the state log wants of a topic, as the supervisor last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,8 @@ pub(crate) struct TopicRunner {
     pub(crate) mirror: String,
     pub(crate) topic: String,
     pub(crate) source_topic_id: Uuid,
+    /// Replication factor to create the destination topic with (-1: the destination's default).
+    pub(crate) replication_factor: i16,
 }
 
 /// How a phase ended.
@@ -93,7 +95,8 @@ impl TopicRunner {
         let settings = want.settings.as_ref().map_err(|reason| SetupError::Settings(reason.clone()))?;
         let replicator = self.shared.replicator_for(&self.mirror, settings).await.map_err(SetupError::Replication)?;
         let expected = (!self.source_topic_id.is_nil()).then_some(self.source_topic_id);
-        let described = replicator.setup_topic(&self.topic, expected).await.map_err(SetupError::Replication)?;
+        let setup = TopicSetup { topic: self.topic.clone(), expected, replication_factor: self.replication_factor };
+        let described = replicator.setup_topic(setup).await.map_err(SetupError::Replication)?;
         Ok((replicator, described))
     }
 

@@ -65,6 +65,7 @@ impl Running {
 struct TopicIdentity {
     mirror: String,
     source_topic_id: Uuid,
+    replication_factor: i16,
 }
 
 /// What a mirror's sync task is started with; any change restarts it.
@@ -143,7 +144,11 @@ impl Supervisor {
                     .get(&entry.record.mirror)
                     .map_or_else(|| Err(format!("mirror `{}` is not defined", entry.record.mirror)), |m| m.settings.clone())
                     .map(|s| s.for_copying());
-                let identity = TopicIdentity { mirror: entry.record.mirror.clone(), source_topic_id: entry.record.source_topic_id };
+                let identity = TopicIdentity {
+                    mirror: entry.record.mirror.clone(),
+                    source_topic_id: entry.record.source_topic_id,
+                    replication_factor: entry.record.replication_factor,
+                };
                 topics.insert(name.clone(), (identity, TopicWant { goal: entry.record.goal, partitions: entry.record.partitions, settings }));
             }
             for (name, mirror) in &model.mirrors {
@@ -189,6 +194,7 @@ impl Supervisor {
                         mirror: identity.mirror.clone(),
                         topic: name.clone(),
                         source_topic_id: identity.source_topic_id,
+                        replication_factor: identity.replication_factor,
                     };
                     let handle = tokio::spawn(runner.run(rx, cancel.clone()));
                     self.topics.insert(name, (identity, tx, Running { cancel, handle }));

@@ -198,7 +198,7 @@ impl MirroredTopics for MirrorTopicsView {
             if self.shared.model().topics.contains_key(topic) {
                 return Ok(());
             }
-            let refused = match self.shared.add_topics(&self.mirror, &[regex::escape(topic)], &[], false).await {
+            let refused = match self.shared.add_topics(&self.mirror, &[regex::escape(topic)], &[], -1, false).await {
                 Ok(outcomes) => outcomes.into_iter().find_map(|(_, outcome)| match outcome {
                     // Added meanwhile (by an operator, or by a sync that ran before a rebalance).
                     Err(MirrorError::TopicInMirror { .. }) | Ok(()) => None,

@@ -74,8 +74,6 @@ pub struct ReplicatorConfig {
     /// A leading gap longer than this is filled with filler records then cut with DeleteRecords,
     /// instead of one marker per offset.
     pub marker_gap_limit: i64,
-    /// Replication factor of created destination topics (-1: min(3, brokers)).
-    pub replication_factor: i16,
     /// Destination-side throttling of record data (unlimited unless set; shared by the clones of
     /// this config, so a rate set on it reaches every partition at once).
     pub throttle: std::sync::Arc<super::throttle::Throttle>,
@@ -101,7 +99,6 @@ impl ReplicatorConfig {
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             backoff: BackoffConfig { deadline: Duration::from_secs(3600 * 24 * 365), ..BackoffConfig::default() },
             marker_gap_limit: DEFAULT_MARKER_GAP_LIMIT,
-            replication_factor: -1,
             throttle: std::sync::Arc::default(),
             stats: std::sync::Arc::default(),
         }

@@ -55,6 +55,7 @@ use fetch::{Key, SourceFetcher};
 use partition::PartitionCopier;
 use prepare::Prepared;
 use topic::SourceTopic;
+pub use topic::TopicSetup;
 
 /// What the partition copiers of one replicator share.
 #[derive(Debug)]
@@ -72,7 +73,7 @@ pub(crate) struct Inner {
     /// PREPARING in bulk.
     pub(crate) preparer: Batcher<Key, Result<Prepared, ReplicationError>>,
     /// INITIALIZING in bulk.
-    setup: Batcher<(String, Option<Uuid>), Result<SourceTopic, ReplicationError>>,
+    setup: Batcher<TopicSetup, Result<SourceTopic, ReplicationError>>,
 }
 
 /// A topic being copied.
@@ -110,10 +111,10 @@ impl Replicator {
             Batcher::spawn(&tasks, cancel.clone(), prepare::MAX_PREPARE_BATCH, move |keys| prepare::prepare_all(source.clone(), destination.clone(), keys))
         };
         let setup = {
-            let (source, destination, config) = (source.clone(), destination.clone(), config.clone());
-            Batcher::spawn(&tasks, cancel.clone(), topic::MAX_SETUP_BATCH, move |requests: Vec<(String, Option<Uuid>)>| {
-                let (source, destination, config) = (source.clone(), destination.clone(), config.clone());
-                async move { topic::setup_topics(&source, &destination, &requests, &config).await }
+            let (source, destination) = (source.clone(), destination.clone());
+            Batcher::spawn(&tasks, cancel.clone(), topic::MAX_SETUP_BATCH, move |requests: Vec<TopicSetup>| {
+                let (source, destination) = (source.clone(), destination.clone());
+                async move { topic::setup_topics(&source, &destination, &requests).await }
             })
         };
         let inner = Arc::new(Inner { source, destination, config, fetcher, writers, preparer, setup });
@@ -128,19 +129,15 @@ impl Replicator {
         replicator
     }
 
-    /// INITIALIZING of `topic`: describes the source topic (checking its id against `expected`, if
-    /// given) and creates or checks the destination topic. Topics set up at the same time share
-    /// the requests.
+    /// INITIALIZING of a topic: describes the source topic (checking its id against the one
+    /// expected, if given) and creates the destination topic (with the replication factor asked
+    /// for) or checks the one there. Topics set up at the same time share the requests.
     ///
     /// # Errors
     /// The source topic does not exist or was re-created, the destination refuses the topic, or a
     /// cluster cannot be reached ([`ReplicationError::is_retriable`]).
-    pub async fn setup_topic(&self, topic: &str, expected: Option<Uuid>) -> Result<SourceTopic, ReplicationError> {
-        self.inner
-            .setup
-            .call((topic.to_owned(), expected))
-            .await
-            .unwrap_or_else(|| Err(ReplicationError::Internal { detail: "the replicator stopped".to_owned() }))
+    pub async fn setup_topic(&self, setup: TopicSetup) -> Result<SourceTopic, ReplicationError> {
+        self.inner.setup.call(setup).await.unwrap_or_else(|| Err(ReplicationError::Internal { detail: "the replicator stopped".to_owned() }))
     }
 
     /// Starts copying every partition of `described` (set up by [`Replicator::setup_topic`]);
@@ -172,7 +169,7 @@ impl Replicator {
 
     /// Sets up `topic` and starts its partitions; a setup failure shows as a FAILED partition 0.
     pub async fn add_topic(&self, topic: &str) {
-        match self.setup_topic(topic, None).await {
+        match self.setup_topic(TopicSetup::new(topic)).await {
             Ok(described) => {
                 self.start_topic(described);
             }

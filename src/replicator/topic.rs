@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::config::ReplicatorConfig;
 use super::error::ReplicationError;
 use crate::client::{AlterConfigOp, Client, ClientError, ConfigEntry, ConfigResource, NewTopic};
 use crate::protocol::ErrorCode;
@@ -82,23 +81,37 @@ type Described = BTreeMap<String, (SourceTopic, Vec<(String, String)>)>;
 /// Topics set up in one bulk round at most.
 pub(crate) const MAX_SETUP_BATCH: usize = 1000;
 
+/// One topic to set up (INITIALIZING).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSetup {
+    /// The topic (the same name on both sides).
+    pub topic: String,
+    /// The source topic id recorded when it was added; a different one fails the topic.
+    pub expected: Option<Uuid>,
+    /// Replication factor to create the destination topic with; -1: the destination's
+    /// `default.replication.factor`, capped by its broker count. A topic that exists keeps its own.
+    pub replication_factor: i16,
+}
+
+impl TopicSetup {
+    /// `topic`, with no recorded id and the destination's default replication factor.
+    pub fn new(topic: &str) -> Self {
+        Self { topic: topic.to_owned(), expected: None, replication_factor: -1 }
+    }
+}
+
 /// INITIALIZING for many topics at once: reads each source topic (one Metadata and one
 /// DescribeConfigs for all), checks its id against the one recorded (`expected`, if any), then
 /// creates the destination topics (one CreateTopics), or checks existing ones and brings their
 /// partition counts and §3 settings in line (one request each for all), and waits until every
 /// partition has a leader. One outcome per request, in order.
-pub async fn setup_topics(
-    source: &Client,
-    destination: &Client,
-    requests: &[(String, Option<Uuid>)],
-    config: &ReplicatorConfig,
-) -> Vec<Result<SourceTopic, ReplicationError>> {
+pub async fn setup_topics(source: &Client, destination: &Client, requests: &[TopicSetup]) -> Vec<Result<SourceTopic, ReplicationError>> {
     let mut outcomes: BTreeMap<String, Result<SourceTopic, ReplicationError>> = BTreeMap::new();
-    let names: Vec<&str> = requests.iter().map(|(t, _)| t.as_str()).collect();
+    let names: Vec<&str> = requests.iter().map(|r| r.topic.as_str()).collect();
     let finish = |mut outcomes: BTreeMap<String, Result<SourceTopic, ReplicationError>>| -> Vec<Result<SourceTopic, ReplicationError>> {
         requests
             .iter()
-            .map(|(t, _)| {
+            .map(|TopicSetup { topic: t, .. }| {
                 outcomes.remove(t).unwrap_or_else(|| Err(ReplicationError::DestinationTopic { topic: t.clone(), detail: "set up twice at once".to_owned() }))
             })
             .collect()
@@ -107,14 +120,14 @@ pub async fn setup_topics(
         Ok(m) => m,
         Err(e) => {
             let shared = std::sync::Arc::new(e);
-            for (t, _) in requests {
-                outcomes.insert(t.clone(), Err(ReplicationError::Unavailable { side: "source", source: copy(&shared) }));
+            for r in requests {
+                outcomes.insert(r.topic.clone(), Err(ReplicationError::Unavailable { side: "source", source: copy(&shared) }));
             }
             return finish(outcomes);
         }
     };
     let mut found: Vec<String> = Vec::new();
-    for (topic, expected) in requests {
+    for TopicSetup { topic, expected, .. } in requests {
         match metadata.topics.get(topic) {
             None => {
                 outcomes.insert(topic.clone(), Err(ReplicationError::SourceTopicChanged { topic: topic.clone(), detail: "does not exist".to_owned() }));
@@ -158,11 +171,19 @@ pub async fn setup_topics(
     if described.is_empty() {
         return finish(outcomes);
     }
-    let replication_factor =
-        if config.replication_factor > 0 { config.replication_factor } else { destination.cached_metadata().brokers.len().clamp(1, 3) as i16 };
-    let new_topics: Vec<NewTopic> = described
-        .values()
-        .map(|(t, wanted)| NewTopic { name: t.name.clone(), num_partitions: t.partitions, replication_factor, configs: wanted.clone() })
+    let default_replication = if requests.iter().any(|r| r.replication_factor == -1 && described.contains_key(&r.topic)) {
+        default_replication_factor(destination).await
+    } else {
+        -1
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let new_topics: Vec<NewTopic> = requests
+        .iter()
+        .filter_map(|r| {
+            let (t, wanted) = described.get(&r.topic).filter(|_| seen.insert(r.topic.as_str()))?;
+            let replication_factor = if r.replication_factor > 0 { r.replication_factor } else { default_replication };
+            Some(NewTopic { name: t.name.clone(), num_partitions: t.partitions, replication_factor, configs: wanted.clone() })
+        })
         .collect();
     let created = match destination.create_topics(&new_topics, Duration::from_secs(60)).await {
         Ok(c) => c,
@@ -208,6 +229,24 @@ pub async fn setup_topics(
         outcomes.insert(topic, outcome);
     }
     finish(outcomes)
+}
+
+/// The replication factor of topics created without one: the destination's
+/// `default.replication.factor` (read from a broker), capped by its broker count so that a
+/// cluster smaller than its own default still gets the topic. If the setting cannot be read, -1:
+/// the broker applies its default itself.
+async fn default_replication_factor(destination: &Client) -> i16 {
+    let brokers: Vec<i32> = destination.cached_metadata().brokers.keys().copied().collect();
+    let Some(&broker) = brokers.first() else { return -1 };
+    let configured = match destination.describe_configs(&ConfigResource::Broker(broker)).await {
+        Ok(configs) => configs.get("default.replication.factor").and_then(|e| e.value.as_deref()?.parse::<i16>().ok()),
+        Err(e) => {
+            tracing::warn!(broker, error = %e, "cannot read the destination's default.replication.factor; leaving it to the broker");
+            None
+        }
+    };
+    let count = i16::try_from(brokers.len()).unwrap_or(i16::MAX);
+    configured.map_or(-1, |d| d.clamp(1, count))
 }
 
 /// Checks destination topics that exist already: not more partitions than the source (fewer are

@@ -263,7 +263,7 @@ async fn remove_aborts_open_mirrored_transactions() {
     let mirror = unique_name("uncommitted");
     let props = [("bootstrap.servers".to_owned(), src.bootstrap()), ("mirror.isolation.level".to_owned(), "read_uncommitted".to_owned())];
     plane.manager.create_mirror(&mirror, props.into_iter().collect(), false).await.unwrap();
-    let added = plane.manager.add_topics(&mirror, std::slice::from_ref(&topic), &[]).await.unwrap();
+    let added = plane.manager.add_topics(&mirror, std::slice::from_ref(&topic), &[], -1).await.unwrap();
     assert!(added.iter().all(|(_, r)| r.is_ok()), "{added:?}");
 
     let d = client(&dst.bootstrap()).await;

@@ -359,3 +359,88 @@ async fn the_metrics_an_operator_alerts_on_move_and_the_dashboard_queries_only_t
     assert!(loaded.is_ok(), "docker/proxy.compose.yaml: {:?}", loaded.err());
     drop(proxy_process);
 }
+
+/// The replication factor of every partition of `topic` on `dst`, once the topic has `partitions`
+/// partitions there.
+async fn replication_factors(dst: &Client, topic: &str, partitions: usize) -> Option<Vec<usize>> {
+    poll_until(Duration::from_secs(90), || async {
+        let metadata = dst.refresh_metadata(&[topic]).await.ok()?;
+        let info = metadata.topics.get(topic)?;
+        (info.partitions.len() == partitions).then(|| info.partitions.iter().map(|p| p.replicas.len()).collect())
+    })
+    .await
+}
+
+/// `kafka-mirrors --add --replication-factor`, through the real CLI against a 3-broker destination
+/// whose `default.replication.factor` is 2: without the option the mirror topic gets the
+/// destination's default (2, where the proxy used to take min(3, brokers)); with 1 it gets 1; a
+/// pattern added with 3 gives 3 to the topics it matches now and to one created on the source
+/// later; 4, 0 and a misplaced option are each one `Error:` line, and nothing is added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replication_factor_of_mirror_topics_is_the_operators_or_the_destinations_default() {
+    let spec = kafka_harness::ClusterSpec::new("dest3-rf").brokers(3).prop("default.replication.factor", "2");
+    let dst = blocking(move || kafka_harness::Cluster::start(spec).map_err(|e| e.to_string())).await.expect("3-broker destination");
+    let (src, java) = (source(), java_client());
+    let proxy_process = ProxyProcess::start(&dst.bootstrap(), &unique_name("__rf_state"), "");
+    let proxy = proxy_process.bootstrap.clone();
+    let dst_client = client(&dst.bootstrap()).await;
+    let mirror = unique_name("rf");
+    let (by_default, with_one, base) = (unique_name("rf-default"), unique_name("rf-one"), unique_name("rf-pattern"));
+    let (first, later, refused) = (format!("{base}.a"), format!("{base}.b"), unique_name("rf-refused"));
+    for t in [&by_default, &with_one, &first, &refused] {
+        java.create_topic(&src.bootstrap(), t, 2, 1, &[]).unwrap();
+    }
+    create_mirror(&proxy, &mirror, "metadata.refresh.interval.ms=1000\n").await;
+    let add = |topic: String, rf: Option<&'static str>| {
+        let proxy = proxy.clone();
+        let mirror = mirror.clone();
+        async move {
+            let mut args = vec!["--bootstrap-server".to_owned(), proxy, "--add".to_owned(), "--mirror".to_owned(), mirror, "--topic".to_owned(), topic];
+            if let Some(rf) = rf {
+                args.extend(["--replication-factor".to_owned(), rf.to_owned()]);
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cli_async(&args).await
+        }
+    };
+
+    let (ok, out, err) = add(by_default.clone(), None).await;
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), format!("Added 1 topic(s) to mirror {mirror}: [{by_default}]"));
+    assert_eq!(replication_factors(&dst_client, &by_default, 2).await, Some(vec![2, 2]), "{by_default}: the destination's default.replication.factor");
+
+    let (ok, _, err) = add(with_one.clone(), Some("1")).await;
+    assert!(ok, "{err}");
+    assert_eq!(replication_factors(&dst_client, &with_one, 2).await, Some(vec![1, 1]), "{with_one}: --replication-factor 1");
+
+    let (ok, _, err) = add(format!("{}\\..*", regex::escape(&base)), Some("3")).await;
+    assert!(ok, "{err}");
+    assert_eq!(replication_factors(&dst_client, &first, 2).await, Some(vec![3, 3]), "{first}: the pattern's --replication-factor 3");
+    java.create_topic(&src.bootstrap(), &later, 2, 1, &[]).unwrap();
+    assert_eq!(replication_factors(&dst_client, &later, 2).await, Some(vec![3, 3]), "{later}: added by the pattern later, with its replication factor");
+
+    // Impossible values: one line, naming the problem; the topic is not added.
+    let one_error_line = |err: &str| {
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {err}");
+        assert!(lines[0].starts_with("Error: "), "{err}");
+        lines[0].to_owned()
+    };
+    let (ok, out, err) = add(refused.clone(), Some("4")).await;
+    assert!(!ok, "RF 4 on 3 brokers accepted: {out}");
+    let line = one_error_line(&err);
+    assert!(
+        line.contains("replication factor 4 is larger than the destination cluster's 3 broker(s)") && line.contains("INVALID_REPLICATION_FACTOR"),
+        "{line}"
+    );
+    let (ok, _, err) = add(refused.clone(), Some("0")).await;
+    assert!(!ok);
+    assert_eq!(one_error_line(&err), "Error: --replication-factor must be a number from 1 to 32767, not `0`");
+    let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy, "--pause", "--mirror", &mirror, "--topic", &with_one, "--replication-factor", "2"]).await;
+    assert!(!ok);
+    assert_eq!(one_error_line(&err), "Error: --replication-factor is only used with --add");
+    let described = describe(&proxy, &mirror).await.expect("describe");
+    assert!(!described.iter().any(|row| row["topic"] == refused.as_str()), "{refused} was added: {described:?}");
+    let metadata = dst_client.refresh_metadata(&[refused.as_str()]).await.unwrap();
+    assert!(!metadata.topics.contains_key(&refused), "{refused} was created on the destination");
+}

@@ -81,7 +81,7 @@ async fn a_thousand_partitions_copy_exactly_while_leaders_move_and_idle_partitio
     let mirror = unique_name("scale-m");
     let props: BTreeMap<String, String> = [("bootstrap.servers".to_owned(), src.bootstrap())].into();
     manager.create_mirror(&mirror, props, false).await.expect("mirror created");
-    let added = manager.add_topics(&mirror, &[format!("{}\\..*", regex::escape(&base))], &[]).await.expect("topics added");
+    let added = manager.add_topics(&mirror, &[format!("{}\\..*", regex::escape(&base))], &[], -1).await.expect("topics added");
     assert_eq!(added.len(), 5, "{added:?}");
 
     // Once copying has started, move leaders: the 48 two-replica partitions to their other replica

@@ -514,7 +514,7 @@ async fn a_mirror_copies_from_a_sasl_ssl_source() {
     let mut properties: BTreeMap<String, String> = client_props(ListenerSecurity::SaslSsl, login("SCRAM-SHA-512", "admin")).into_iter().collect();
     properties.insert("bootstrap.servers".to_owned(), src.bootstrap());
     manager.create_mirror(&mirror, properties, false).await.unwrap_or_else(|e| panic!("create mirror: {e}"));
-    manager.add_topics(&mirror, std::slice::from_ref(&topic), &[]).await.unwrap_or_else(|e| panic!("add topic: {e}"));
+    manager.add_topics(&mirror, std::slice::from_ref(&topic), &[], -1).await.unwrap_or_else(|e| panic!("add topic: {e}"));
     let caught_up = poll_until(Duration::from_secs(90), || {
         let manager = &manager;
         let mirror = mirror.clone();

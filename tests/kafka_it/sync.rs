@@ -510,7 +510,7 @@ async fn mirror_topics_of_the_source_are_refused_until_stopped_there() {
     let back = manager(src.bootstrap(), state_topic.clone()).await;
     let back_mirror = unique_name("back");
     back.create_mirror(&back_mirror, mirror_of(dst.bootstrap()), false).await.unwrap();
-    let added = back.add_topics(&back_mirror, std::slice::from_ref(&looped), &[]).await.unwrap();
+    let added = back.add_topics(&back_mirror, std::slice::from_ref(&looped), &[], -1).await.unwrap();
     assert!(added.iter().all(|(_, r)| r.is_ok()), "{added:?}");
     let s = client(&src.bootstrap()).await;
     poll_until(Duration::from_secs(60), || async { s.refresh_metadata(&[&looped]).await.unwrap().topics.contains_key(&looped).then_some(()) })
@@ -533,11 +533,11 @@ async fn mirror_topics_of_the_source_are_refused_until_stopped_there() {
     let forth = manager(dst.bootstrap(), state_topic.clone()).await;
     let forth_mirror = unique_name("forth");
     forth.create_mirror(&forth_mirror, mirror_of(src.bootstrap()), false).await.unwrap();
-    let by_name = forth.add_topics(&forth_mirror, std::slice::from_ref(&looped), &[]).await.unwrap();
+    let by_name = forth.add_topics(&forth_mirror, std::slice::from_ref(&looped), &[], -1).await.unwrap();
     assert_eq!(by_name.len(), 1);
     assert!(is_loop(&by_name[0].1), "{by_name:?}");
     let pattern = format!("{}|{}", regex::escape(&looped), regex::escape(&plain));
-    let by_pattern: BTreeMap<String, Result<(), MirrorError>> = forth.add_topics(&forth_mirror, &[pattern], &[]).await.unwrap().into_iter().collect();
+    let by_pattern: BTreeMap<String, Result<(), MirrorError>> = forth.add_topics(&forth_mirror, &[pattern], &[], -1).await.unwrap().into_iter().collect();
     assert_eq!(by_pattern.len(), 2, "{by_pattern:?}");
     assert!(is_loop(&by_pattern[&looped]), "{by_pattern:?}");
     assert!(by_pattern[&plain].is_ok(), "{by_pattern:?}");
@@ -554,7 +554,7 @@ async fn mirror_topics_of_the_source_are_refused_until_stopped_there() {
     let via_proxy = manager(dst.bootstrap(), unique_name("__mirror_state-loops-other")).await;
     let proxied_mirror = unique_name("proxied");
     via_proxy.create_mirror(&proxied_mirror, mirror_of(proxy.bootstrap_addr().to_string()), false).await.unwrap();
-    let outcomes = via_proxy.add_topics(&proxied_mirror, std::slice::from_ref(&looped), &[]).await.unwrap();
+    let outcomes = via_proxy.add_topics(&proxied_mirror, std::slice::from_ref(&looped), &[], -1).await.unwrap();
     assert!(is_loop(&outcomes[0].1), "{outcomes:?}");
 
     // STOPPED at the source: no longer a mirror topic there.
@@ -565,7 +565,7 @@ async fn mirror_topics_of_the_source_are_refused_until_stopped_there() {
     // Added by one manager at a time: `looped` on the destination is the original topic, so each
     // stops copying into it again before the other adds it.
     for (m, name) in [(&via_proxy, &proxied_mirror), (&forth, &forth_mirror)] {
-        let outcomes = m.add_topics(name, std::slice::from_ref(&looped), &[]).await.unwrap();
+        let outcomes = m.add_topics(name, std::slice::from_ref(&looped), &[], -1).await.unwrap();
         assert!(outcomes.iter().all(|(_, r)| r.is_ok()), "{outcomes:?}");
         m.remove_topics(name, std::slice::from_ref(&looped)).await.unwrap();
     }

@@ -250,7 +250,7 @@ pub struct DescribeMirrorsResponse {
 flexible_struct!(DescribeMirrorsResponse { throttle_time_ms, error_code, error_message, mirrors });
 
 /// AddTopicsToMirror: start mirroring the source topics matching the patterns.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddTopicsToMirrorRequest {
     /// The mirror.
     pub mirror_name: String,
@@ -259,8 +259,17 @@ pub struct AddTopicsToMirrorRequest {
     pub topics: Vec<String>,
     /// Regular expressions of topics to leave out.
     pub exclude: Vec<String>,
+    /// Replication factor of the destination topics created for the topics added, now and later
+    /// by these patterns; -1 (the default) is the destination's `default.replication.factor`,
+    /// capped by its broker count. Tagged field 0: requests without it mean -1.
+    pub replication_factor: i16,
 }
-flexible_struct!(AddTopicsToMirrorRequest { mirror_name, topics, exclude });
+impl Default for AddTopicsToMirrorRequest {
+    fn default() -> Self {
+        Self { mirror_name: String::new(), topics: Vec::new(), exclude: Vec::new(), replication_factor: -1 }
+    }
+}
+flexible_struct!(AddTopicsToMirrorRequest { mirror_name, topics, exclude } tagged { 0 => replication_factor = -1 });
 impl MirrorRequest for AddTopicsToMirrorRequest {
     const API_KEY: MirrorApiKey = MirrorApiKey::AddTopicsToMirror;
     type Response = TopicsResponse;
@@ -461,7 +470,7 @@ mod tests {
         DescribedTopic { topic_name: String, source_topic_id: Uuid, partitions: Vec<DescribedPartition> }
         DescribedMirror { error_code: i16, error_message: Option<String>, mirror_name: String, source_bootstrap: String, source_cluster_id: String, topics: Vec<DescribedTopic> }
         DescribeMirrorsResponse { throttle_time_ms: i32, error_code: i16, error_message: Option<String>, mirrors: Vec<DescribedMirror> }
-        AddTopicsToMirrorRequest { mirror_name: String, topics: Vec<String>, exclude: Vec<String> }
+        AddTopicsToMirrorRequest { mirror_name: String, topics: Vec<String>, exclude: Vec<String>, replication_factor: i16 }
         RemoveTopicsFromMirrorRequest { mirror_name: String, topics: Vec<String> }
         PauseMirrorTopicsRequest { mirror_name: String, topics: Vec<String> }
         ResumeMirrorTopicsRequest { mirror_name: String, topics: Vec<String> }
@@ -514,6 +523,26 @@ mod tests {
         resume_topics: ResumeMirrorTopicsRequest => TopicsResponse;
         describe_configs: DescribeMirrorConfigsRequest => DescribeMirrorConfigsResponse;
         alter_configs: AlterMirrorConfigsRequest => SimpleResponse;
+    }
+
+    #[test]
+    fn the_replication_factor_is_a_tagged_field_older_peers_skip() {
+        let api = MirrorApiKey::AddTopicsToMirror;
+        let plain = AddTopicsToMirrorRequest { mirror_name: "m".into(), topics: vec!["t".into()], ..AddTopicsToMirrorRequest::default() };
+        // Without a replication factor the bytes are those of the request before the field existed.
+        let bytes = encode_body(api, 0, &plain).unwrap();
+        assert_eq!(bytes.as_ref(), &[2, b'm', 2, 2, b't', 1, 0]);
+        assert_eq!(decode_body::<AddTopicsToMirrorRequest>(api, 0, &bytes).unwrap().replication_factor, -1);
+        // With one: tag 0, 2 bytes, big-endian i16.
+        let with = AddTopicsToMirrorRequest { replication_factor: 2, ..plain.clone() };
+        let bytes = encode_body(api, 0, &with).unwrap();
+        assert_eq!(&bytes[bytes.len() - 5..], &[1, 0, 2, 0, 2]);
+        assert_eq!(decode_body::<AddTopicsToMirrorRequest>(api, 0, &bytes).unwrap(), with);
+        // An unknown tag next to it is skipped; a known tag with the wrong size is an error.
+        let unknown = [2, b'm', 2, 2, b't', 1, 2, 0, 2, 0, 3, 7, 1, 9];
+        assert_eq!(decode_body::<AddTopicsToMirrorRequest>(api, 0, &unknown).unwrap().replication_factor, 3);
+        let short = [2, b'm', 2, 2, b't', 1, 1, 0, 1, 3];
+        assert!(decode_body::<AddTopicsToMirrorRequest>(api, 0, &short).is_err());
     }
 
     proptest! {

@@ -55,7 +55,8 @@
 //!
 //! Kafka's own codes are reused where they mean the same: `INVALID_CONFIG` (40) for a bad mirror
 //! setting or an unreachable source, `INVALID_REGULAR_EXPRESSION` (128), `UNKNOWN_TOPIC_OR_PARTITION`
-//! (3) for a pattern that matches no source topic, `COORDINATOR_LOAD_IN_PROGRESS` (14) while
+//! (3) for a pattern that matches no source topic, `INVALID_REPLICATION_FACTOR` (38) for a
+//! `--replication-factor` the destination cannot have, `COORDINATOR_LOAD_IN_PROGRESS` (14) while
 //! `__mirror_state` loads, `INVALID_REQUEST` (42), `UNSUPPORTED_VERSION` (35) and
 //! `UNKNOWN_SERVER_ERROR` (-1).
 //!
@@ -179,6 +180,8 @@ pub enum MirrorErrorCode {
     CoordinatorLoadInProgress,
     /// 35: a version this server does not serve.
     UnsupportedVersion,
+    /// 38: a replication factor below 1 or above the destination's broker count.
+    InvalidReplicationFactor,
     /// 40: a bad mirror setting, or a source that cannot be reached.
     InvalidConfig,
     /// 42: a malformed request.
@@ -216,12 +219,13 @@ pub enum MirrorErrorCode {
 }
 
 impl MirrorErrorCode {
-    const KNOWN: [Self; 21] = [
+    const KNOWN: [Self; 22] = [
         Self::None,
         Self::UnknownServerError,
         Self::UnknownTopicOrPartition,
         Self::CoordinatorLoadInProgress,
         Self::UnsupportedVersion,
+        Self::InvalidReplicationFactor,
         Self::InvalidConfig,
         Self::InvalidRequest,
         Self::InvalidRegularExpression,
@@ -248,6 +252,7 @@ impl MirrorErrorCode {
             Self::UnknownTopicOrPartition => 3,
             Self::CoordinatorLoadInProgress => 14,
             Self::UnsupportedVersion => 35,
+            Self::InvalidReplicationFactor => 38,
             Self::InvalidConfig => 40,
             Self::InvalidRequest => 42,
             Self::InvalidRegularExpression => 128,
@@ -286,6 +291,7 @@ impl MirrorErrorCode {
             Self::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
             Self::CoordinatorLoadInProgress => "COORDINATOR_LOAD_IN_PROGRESS",
             Self::UnsupportedVersion => "UNSUPPORTED_VERSION",
+            Self::InvalidReplicationFactor => "INVALID_REPLICATION_FACTOR",
             Self::InvalidConfig => "INVALID_CONFIG",
             Self::InvalidRequest => "INVALID_REQUEST",
             Self::InvalidRegularExpression => "INVALID_REGULAR_EXPRESSION",

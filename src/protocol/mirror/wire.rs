@@ -199,14 +199,24 @@ impl<'a> Reader<'a> {
     /// # Errors
     /// Truncation, bad length.
     pub fn skip_tagged_fields(&mut self) -> Result<(), DecodeError> {
+        self.tagged_fields(|_, _| Ok(()))
+    }
+
+    /// Reads a tagged-field section, handing each field's tag and bytes to `known` (which ignores
+    /// the tags it does not know).
+    ///
+    /// # Errors
+    /// A malformed section, or whatever `known` returns.
+    pub fn tagged_fields(&mut self, mut known: impl FnMut(u32, &[u8]) -> Result<(), DecodeError>) -> Result<(), DecodeError> {
         let count = self.uvarint("tagged fields")?;
         for _ in 0..count {
-            let _tag = self.uvarint("tag")?;
+            let tag = self.uvarint("tag")?;
             let size = self.uvarint("tagged field size")? as usize;
             if size > self.buf.len() {
                 return Err(DecodeError::BadLength { field: "tagged field", len: size as i64, left: self.buf.len() });
             }
-            self.take(size, "tagged field")?;
+            let bytes = self.take(size, "tagged field")?;
+            known(tag, bytes)?;
         }
         Ok(())
     }
@@ -307,6 +317,35 @@ impl Writer {
     pub fn empty_tagged_fields(&mut self) {
         self.uvarint(0);
     }
+
+    /// A tagged-field section of `fields` (tag, encoded value), in ascending tag order.
+    pub fn tagged_fields(&mut self, fields: &[(u32, Bytes)]) {
+        debug_assert!(fields.windows(2).all(|w| w[0].0 < w[1].0), "tags out of order");
+        self.uvarint(fields.len() as u32);
+        for (tag, bytes) in fields {
+            self.uvarint(*tag);
+            self.uvarint(bytes.len() as u32);
+            self.buf.put_slice(bytes);
+        }
+    }
+}
+
+/// One tagged field's value, encoded: for [`Writer::tagged_fields`].
+pub fn tagged<T: Field>(tag: u32, value: &T) -> (u32, Bytes) {
+    let mut w = Writer::new();
+    value.write(&mut w);
+    (tag, w.into_bytes())
+}
+
+/// Decodes a tagged field's value from its bytes (every byte must be used).
+///
+/// # Errors
+/// Malformed or trailing bytes.
+pub fn read_tagged<T: Field>(bytes: &[u8], field: &'static str) -> Result<T, DecodeError> {
+    let mut r = Reader::new(bytes);
+    let value = T::read(&mut r, field)?;
+    r.finish()?;
+    Ok(value)
 }
 
 /// A value with a flexible-encoding representation: every field of every mirror message.
@@ -430,6 +469,41 @@ macro_rules! flexible_struct {
                     $( $field: $crate::protocol::mirror::wire::Field::read(r, concat!(stringify!($name), ".", stringify!($field)))?, )*
                 };
                 r.skip_tagged_fields()?;
+                Ok(value)
+            }
+        }
+        impl $crate::protocol::mirror::wire::Element for $name {}
+    };
+    // Fields after `tagged` are tagged fields (tag => field = default, ascending tags): written only
+    // when they differ from their default, read as the default when absent. Readers that predate
+    // a tagged field skip it, so adding one needs no version bump.
+    ($name:ident { $($field:ident),* $(,)? } tagged { $($tag:literal => $tfield:ident = $default:expr),* $(,)? }) => {
+        impl $crate::protocol::mirror::wire::Field for $name {
+            fn write(&self, w: &mut $crate::protocol::mirror::wire::Writer) {
+                $( $crate::protocol::mirror::wire::Field::write(&self.$field, w); )*
+                let mut tagged = Vec::new();
+                $(
+                    if self.$tfield != $default {
+                        tagged.push($crate::protocol::mirror::wire::tagged($tag, &self.$tfield));
+                    }
+                )*
+                w.tagged_fields(&tagged);
+            }
+            fn read(
+                r: &mut $crate::protocol::mirror::wire::Reader<'_>,
+                _field: &'static str,
+            ) -> Result<Self, $crate::protocol::mirror::wire::DecodeError> {
+                let mut value = Self {
+                    $( $field: $crate::protocol::mirror::wire::Field::read(r, concat!(stringify!($name), ".", stringify!($field)))?, )*
+                    $( $tfield: $default, )*
+                };
+                r.tagged_fields(|tag, bytes| {
+                    match tag {
+                        $( $tag => value.$tfield = $crate::protocol::mirror::wire::read_tagged(bytes, concat!(stringify!($name), ".", stringify!($tfield)))?, )*
+                        _ => {}
+                    }
+                    Ok(())
+                })?;
                 Ok(value)
             }
         }
