@@ -174,6 +174,32 @@ async fn the_destination_throttle_follows_the_mirror_settings() {
     drop(proxy_process);
 }
 
+/// The proxy-wide ceiling (`mirrors.replication_throttled_rate` in proxy.yaml) holds a mirror whose
+/// own rate is higher to the ceiling, and the copy stays exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_wide_ceiling_caps_a_faster_mirror() {
+    let (src, dst, java) = (source(), destination(), java_client());
+    let proxy_process = ProxyProcess::start(&dst.bootstrap(), &unique_name("__ceiling_state"), "  replication_throttled_rate: 1000000\n");
+    let proxy = proxy_process.bootstrap.clone();
+    let (src_client, dst_client) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
+    const MB: f64 = 1_000_000.0;
+    const RECORDS: usize = 14_000;
+    let topic = unique_name("ceiling");
+    java.create_topic(&src.bootstrap(), &topic, 2, 1, &[]).unwrap();
+    fill(&src.bootstrap(), &topic, RECORDS).await;
+    let mirror = unique_name("ceiling");
+    create_mirror(&proxy, &mirror, "mirror.replication.throttled.rate=4000000\n").await;
+    cli_ok(&["--bootstrap-server", &proxy, "--add", "--mirror", &mirror, "--topic", &topic]).await;
+    wait_copied(&dst_client, &topic, 2, 500).await;
+    let rate = copy_rate(&dst_client, &topic, 2, Duration::from_secs(5)).await;
+    let copied: i64 = ends(&dst_client, &topic, 2).await.iter().sum();
+    assert!(copied < RECORDS as i64 * 9 / 10, "the capped copy ran ahead: {copied} of {RECORDS}");
+    wait_copied(&dst_client, &topic, 2, RECORDS as i64).await;
+    let rate = rate * assert_exact(&src_client, &dst_client, &topic, 2).await;
+    eprintln!("ceiling 1 MB/s, mirror 4 MB/s -> {:.3} MB/s", rate / MB);
+    assert!((0.5 * MB..=1.5 * MB).contains(&rate), "under a 1 MB/s ceiling the copy ran at {:.3} MB/s", rate / MB);
+}
+
 /// A source client quota on the documented fetch client id slows the copy, and the proxy's
 /// fetch loop reports the broker's `throttle_time_ms` as source throttle time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
