@@ -147,7 +147,7 @@ impl Field for TopicRecord {
     }
 
     fn read(r: &mut Reader<'_>, _field: &'static str) -> Result<Self, DecodeError> {
-        let record = Self {
+        let mut record = Self {
             mirror: Field::read(r, "TopicRecord.mirror")?,
             source_topic_id: Field::read(r, "TopicRecord.source_topic_id")?,
             partitions: Field::read(r, "TopicRecord.partitions")?,
@@ -155,7 +155,6 @@ impl Field for TopicRecord {
             updated_ms: Field::read(r, "TopicRecord.updated_ms")?,
             replication_factor: -1,
         };
-        let mut record = record;
         r.tagged_fields(|tag, bytes| {
             if tag == 0 {
                 record.replication_factor = read_tagged(bytes, "TopicRecord.replication_factor")?;
