@@ -146,24 +146,38 @@ def fill(bootstrap, topics, per_partition):
         raise SystemExit("filling the source did not finish")
 
 
-def end_offsets(bootstrap, topics):
-    """{(topic, partition): high watermark}."""
+def end_offsets(bootstrap, topics, attempts=30):
+    """{(topic, partition): high watermark} of every partition, or None if some partition did not
+    answer after `attempts` tries (a partial map must never compare equal, nor stand as the
+    source's ends: a chunk that timed out once made a 10,000-partition run wait forever)."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec
     a = admin(bootstrap)
     out = {}
-    parts = [TopicPartition(t, p) for t, n in topics for p in range(n)]
-    for i in range(0, len(parts), 2000):
-        try:
-            result = a.list_offsets({tp: OffsetSpec.latest() for tp in parts[i:i + 2000]}, request_timeout=60)
-        except Exception:
-            continue
-        for tp, f in result.items():
+    missing = [TopicPartition(t, p) for t, n in topics for p in range(n)]
+    for _ in range(attempts):
+        failed, reason = [], None
+        for i in range(0, len(missing), 2000):
+            chunk = missing[i:i + 2000]
             try:
-                out[(tp.topic, tp.partition)] = f.result().offset
-            except Exception:
-                pass
-    return out
+                result = a.list_offsets({tp: OffsetSpec.latest() for tp in chunk}, request_timeout=60)
+            except Exception as e:
+                reason = reason or e
+                failed.extend(chunk)
+                continue
+            for tp, f in result.items():
+                try:
+                    out[(tp.topic, tp.partition)] = f.result().offset
+                except Exception as e:
+                    reason = reason or e
+                    failed.append(TopicPartition(tp.topic, tp.partition))
+        if not failed:
+            return out
+        if attempts > 1:
+            log(f"  end offsets of {len(failed)} partitions at {bootstrap} not read ({reason}); again in 2 s")
+            time.sleep(2)
+        missing = failed
+    return None
 
 
 def metric(url, name, labels):
@@ -307,8 +321,10 @@ def run_path(path, size, source, topics, args, procs, out_dir, rng):
     run_dir.mkdir(parents=True, exist_ok=True)
     dest_proc, dest = start_cluster(procs, f"scale-dst-{path}-{size}", ["transaction.partition.verification.enable=false"])
     src_ends = end_offsets(source, topics)
+    if src_ends is None:
+        raise SystemExit(f"the source's end offsets could not be read at {source}")
     result = {"path": path, "partitions": size, "topics": len(topics)}
-    copied = lambda: end_offsets(dest, topics) == src_ends  # noqa: E731
+    copied = lambda: end_offsets(dest, topics, attempts=1) == src_ends  # noqa: E731
     if path == "proxy":
         copier, bootstrap, metrics = start_proxy(procs, dest, run_dir)
         (run_dir / "mirror.properties").write_text(f"bootstrap.servers={source}\n")
@@ -345,7 +361,7 @@ def run_path(path, size, source, topics, args, procs, out_dir, rng):
     result.update(probe(source, dest, topics, args.probes, rng))
     final = end_offsets(dest, topics)
     src_final = end_offsets(source, topics)
-    result["end_offsets_equal"] = final == src_final
+    result["end_offsets_equal"] = final is not None and final == src_final
     log(f"  {path} at {size}: idle CPU {result['idle_cpu_pct']:.2f}% of a core, RSS {result['rss_mib']:.0f} MiB, "
         f"probe lag p50 {result['p50_ms']:.0f} ms p99 {result['p99_ms']:.0f} ms ({result['arrived']}/{result['probes']} arrived), "
         f"end offsets equal: {result['end_offsets_equal']}")

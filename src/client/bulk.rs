@@ -400,14 +400,14 @@ impl Client {
 
     /// Waits until every partition `0..count` of each topic has a leader in the metadata, refreshing
     /// it (one request for all topics) until the backoff deadline. Returns the topics that still
-    /// lack one.
-    pub async fn wait_for_leaders(&self, topics: &[(String, i32)]) -> Vec<String> {
+    /// lack one, each with its first partition without a leader.
+    pub async fn wait_for_leaders(&self, topics: &[(String, i32)]) -> Vec<(String, i32)> {
         let mut backoff = Backoff::new(&self.config().backoff);
         loop {
             let names: Vec<&str> = topics.iter().map(|(t, _)| t.as_str()).collect();
-            let missing: Vec<String> = match self.refresh_metadata(&names).await {
-                Ok(m) => topics.iter().filter(|(t, n)| (0..*n).any(|p| m.leader_of(t, p).is_none())).map(|(t, _)| t.clone()).collect(),
-                Err(_) => topics.iter().map(|(t, _)| t.clone()).collect(),
+            let missing: Vec<(String, i32)> = match self.refresh_metadata(&names).await {
+                Ok(m) => topics.iter().filter_map(|(t, n)| (0..*n).find(|p| m.leader_of(t, *p).is_none()).map(|p| (t.clone(), p))).collect(),
+                Err(_) => topics.iter().map(|(t, _)| (t.clone(), 0)).collect(),
             };
             if missing.is_empty() {
                 return missing;

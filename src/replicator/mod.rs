@@ -229,10 +229,10 @@ impl Replicator {
             .create_partitions(topic, now.partitions, self.inner.config.write_timeout)
             .await
             .map_err(|e| ReplicationError::DestinationTopic { topic: topic.to_owned(), detail: format!("cannot add partitions: {e}") })?;
-        if !destination.wait_for_leaders(&[(topic.to_owned(), now.partitions)]).await.is_empty() {
+        if let Some((_, partition)) = destination.wait_for_leaders(&[(topic.to_owned(), now.partitions)]).await.into_iter().next() {
             return Err(ReplicationError::Unavailable {
                 side: "destination",
-                source: crate::client::ClientError::NoLeader { topic: topic.to_owned(), partition: -1 },
+                source: crate::client::ClientError::NoLeader { topic: topic.to_owned(), partition },
             });
         }
         let mut topics = lock(&self.topics);

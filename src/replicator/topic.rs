@@ -219,12 +219,11 @@ pub async fn setup_topics(source: &Client, destination: &Client, requests: &[Top
     }
     // Nobody writes before every partition has a leader.
     let waiting: Vec<(String, i32)> = ready.iter().map(|t| (t.clone(), described[t].0.partitions)).collect();
-    let missing = destination.wait_for_leaders(&waiting).await;
+    let missing: BTreeMap<String, i32> = destination.wait_for_leaders(&waiting).await.into_iter().collect();
     for topic in ready {
-        let outcome = if missing.contains(&topic) {
-            Err(ReplicationError::Unavailable { side: "destination", source: ClientError::NoLeader { topic: topic.clone(), partition: -1 } })
-        } else {
-            Ok(described[&topic].0.clone())
+        let outcome = match missing.get(&topic) {
+            Some(&partition) => Err(ReplicationError::Unavailable { side: "destination", source: ClientError::NoLeader { topic: topic.clone(), partition } }),
+            None => Ok(described[&topic].0.clone()),
         };
         outcomes.insert(topic, outcome);
     }
@@ -264,7 +263,15 @@ async fn check_existing(destination: &Client, topics: &[String], described: &Des
     let mut grow: Vec<(String, i32)> = Vec::new();
     for topic in topics {
         let source = &described[topic].0;
-        let partitions = metadata.topics.get(topic).map_or(0, |t| t.partitions.len() as i32);
+        let Some(partitions) = metadata.topics.get(topic).map(|t| t.partitions.len() as i32) else {
+            // CreateTopics said it exists, the broker asked does not know it yet (its metadata lags
+            // the controller's, for long when thousands of partitions are being created): later.
+            out.insert(
+                topic.clone(),
+                Err(ReplicationError::Unavailable { side: "destination", source: ClientError::NoLeader { topic: topic.clone(), partition: 0 } }),
+            );
+            continue;
+        };
         if partitions > source.partitions {
             let detail = format!("has {partitions} partitions, the source has {}", source.partitions);
             out.insert(topic.clone(), Err(ReplicationError::DestinationTopic { topic: topic.clone(), detail }));
@@ -275,8 +282,16 @@ async fn check_existing(destination: &Client, topics: &[String], described: &Des
     }
     if !grow.is_empty() {
         for (topic, outcome) in destination.create_partitions_bulk(&grow, Duration::from_secs(60)).await {
-            if let Err(e) = outcome {
-                out.insert(topic.clone(), Err(ReplicationError::DestinationTopic { topic, detail: format!("cannot add partitions: {e}") }));
+            match outcome {
+                Ok(()) => {}
+                // The controller has at least the count already: the metadata read above lagged
+                // (a count above the source's is caught on the next attempt, from fresher metadata).
+                Err(e) if e.code() == Some(ErrorCode::InvalidPartitions) => {
+                    out.insert(topic, Err(ReplicationError::Unavailable { side: "destination", source: e }));
+                }
+                Err(e) => {
+                    out.insert(topic.clone(), Err(ReplicationError::DestinationTopic { topic, detail: format!("cannot add partitions: {e}") }));
+                }
             }
         }
     }
