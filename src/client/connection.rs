@@ -414,10 +414,18 @@ impl BrokerConnection {
         }
         let timeout = self.config.request_timeout;
         match tokio::time::timeout(timeout, rx).await {
-            Err(_) => Err(match ApiKey::try_from(api_key) {
-                Ok(api_key) => ConnectionError::Timeout { addr: self.addr().to_owned(), api_key, api_version, correlation_id, timeout },
-                Err(_) => ConnectionError::RawTimeout { addr: self.addr().to_owned(), api_key, api_version, correlation_id, timeout },
-            }),
+            Err(_) => {
+                let error = || match ApiKey::try_from(api_key) {
+                    Ok(api_key) => ConnectionError::Timeout { addr: self.addr().to_owned(), api_key, api_version, correlation_id, timeout },
+                    Err(_) => ConnectionError::RawTimeout { addr: self.addr().to_owned(), api_key, api_version, correlation_id, timeout },
+                };
+                // A broker answers a connection's requests in order: nothing after this one will
+                // come sooner, and a peer that is gone without a FIN or RST (a black hole, a
+                // half-open link) never answers at all. Like Kafka's NetworkClient, give the
+                // connection up; the next call makes a new one.
+                self.shared.poison(error());
+                Err(error())
+            }
             Ok(Err(_)) => Err(self.poisoned_or_closed()),
             Ok(Ok(reply)) => reply.map_err(|cause| self.shared.poisoned_error(&cause)),
         }
