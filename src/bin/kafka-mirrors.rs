@@ -5,28 +5,31 @@
 //!
 //! Output goes to stdout; on any error one line `Error: …` goes to stderr and the exit status is 1.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgGroup, Parser};
 use kafka_mirror_proxy::admin::{AdminClientError, MirrorAdminClient};
-use kafka_mirror_proxy::client::SecurityConfig;
+use kafka_mirror_proxy::client::{Client, ClientConfig, SecurityConfig};
+use kafka_mirror_proxy::mirror::MirrorSettings;
 use kafka_mirror_proxy::mirror::records::StateRecord;
 use kafka_mirror_proxy::mirror::settings::parse_properties;
 use kafka_mirror_proxy::mirror::store::decode_segment;
+use kafka_mirror_proxy::mirror::verify::{Outcome, PartitionReport, VerifyOptions, verify_partitions};
 use kafka_mirror_proxy::protocol::mirror::{
     ALTER_OP_DELETE, ALTER_OP_SET, AddTopicsToMirrorRequest, AlterMirrorConfigsRequest, AlterableConfig, CreateMirrorRequest, DeleteMirrorRequest,
     DescribeMirrorConfigsRequest, DescribeMirrorsRequest, ListMirrorsRequest, MirrorConfig, MirrorErrorCode, PauseMirrorTopicsRequest,
     RemoveTopicsFromMirrorRequest, ResumeMirrorTopicsRequest, TopicsResponse,
 };
+use kafka_mirror_proxy::report::error_chain;
 
 /// This tool helps to create cluster mirrors and add topics to them.
 #[derive(Debug, Parser)]
 #[command(name = "kafka-mirrors", version, about = "This tool helps to create cluster mirrors and add topics to them.")]
 #[command(group(ArgGroup::new("action").required(true).args([
-    "create", "delete", "add", "remove", "pause", "resume", "list", "describe", "alter", "describe_config", "dump_state",
+    "create", "delete", "add", "remove", "pause", "resume", "list", "describe", "alter", "describe_config", "dump_state", "verify",
 ])))]
 struct Args {
     /// REQUIRED (except with --dump-state): the kafka-mirror-proxy to connect to (host:port[,host:port…]).
@@ -71,10 +74,21 @@ struct Args {
     /// Decode __mirror_state log segment files (with --files).
     #[arg(long)]
     dump_state: bool,
+    /// Read the mirror's partitions (or those of the --topic patterns) on both clusters up to the
+    /// mirrored point and compare them record by record: offsets, keys, values, headers,
+    /// timestamps, transaction outcomes, batch boundaries. Exit status 2 if any partition differs
+    /// or cannot be read. The source is reached with --mirror-config if given (the file given to
+    /// --create), else with the mirror's bootstrap.servers.
+    #[arg(long)]
+    verify: bool,
+    /// With --verify: at most this many bytes per second read from both clusters together.
+    #[arg(long, value_name = "Long: bytes per second")]
+    throttle: Option<String>,
     /// The name of the cluster mirror.
     #[arg(long, value_name = "String: mirror")]
     mirror: Option<String>,
-    /// Property file containing source cluster configs for mirroring.
+    /// Property file containing source cluster configs for mirroring (with --verify: how to reach
+    /// the source, when the mirror's connection needs secrets).
     #[arg(long, value_name = "String: mirror config property file")]
     mirror_config: Option<String>,
     /// Setting to remove with --alter (repeatable).
@@ -133,13 +147,14 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => return report(&CliError(format!("cannot start: {e}"))),
     };
-    match runtime.block_on(run(&args)) {
-        Ok(lines) => {
+    let outcome = if args.verify { runtime.block_on(verify(&args)) } else { runtime.block_on(run(&args)).map(|lines| (lines, ExitCode::SUCCESS)) };
+    match outcome {
+        Ok((lines, code)) => {
             let mut out = std::io::stdout().lock();
             for line in lines {
                 let _ = writeln!(out, "{line}");
             }
-            ExitCode::SUCCESS
+            code
         }
         Err(e) => report(&e),
     }
@@ -182,16 +197,10 @@ async fn run(args: &Args) -> Result<Vec<String>, CliError> {
     if args.replication_factor.is_some() && !args.add {
         return fail("--replication-factor is only used with --add");
     }
-    let bootstrap = require(&args.bootstrap_server, "--bootstrap-server", "this command")?;
-    // TLS and SASL to the proxy, with the Java client's property names (security.protocol, ssl.*,
-    // sasl.mechanism, sasl.jaas.config); other keys of the file are ignored, as Kafka's tools do.
-    let security = match &args.command_config {
-        None => SecurityConfig::default(),
-        Some(path) => {
-            let props = read_properties(path)?;
-            SecurityConfig::from_properties(&props).map_err(|e| CliError(format!("{path}: {e}")))?
-        }
-    };
+    if args.throttle.is_some() {
+        return fail("--throttle is only used with --verify");
+    }
+    let (bootstrap, security) = proxy_connection(args)?;
     let timeout = Duration::from_millis(args.timeout_ms);
     let mut client = MirrorAdminClient::connect_with(bootstrap, timeout, security).await?;
     let topics = split_patterns(&args.topic);
@@ -343,6 +352,189 @@ async fn run(args: &Args) -> Result<Vec<String>, CliError> {
         return Ok(table(&["MIRROR", "TOPIC", "PARTITION", "RETRY", "ERROR"], rows));
     }
     Ok(table(&["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"], rows))
+}
+
+/// `--bootstrap-server` and the security of connections to it: TLS and SASL with the Java client's
+/// property names (security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config) from
+/// `--command-config`; other keys of the file are ignored, as Kafka's tools do.
+fn proxy_connection(args: &Args) -> Result<(&str, SecurityConfig), CliError> {
+    let bootstrap = require(&args.bootstrap_server, "--bootstrap-server", "this command")?;
+    let security = match &args.command_config {
+        None => SecurityConfig::default(),
+        Some(path) => {
+            let props = read_properties(path)?;
+            SecurityConfig::from_properties(&props).map_err(|e| CliError(format!("{path}: {e}")))?
+        }
+    };
+    Ok((bootstrap, security))
+}
+
+/// `--throttle`: a positive number of bytes per second.
+fn parse_throttle(text: &str) -> Result<u64, CliError> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => fail(format!("--throttle must be a positive number of bytes per second, not `{text}`")),
+    }
+}
+
+/// Topic patterns as full-match regexes (like the Java tools' `Pattern.matches`).
+fn topic_patterns(patterns: &[String]) -> Result<Vec<regex::Regex>, CliError> {
+    patterns
+        .iter()
+        .map(|p| {
+            regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| {
+                // The parser's message draws the pattern over several lines; its last says what is wrong.
+                let text = e.to_string();
+                let reason = text.lines().last().unwrap_or_default().trim().trim_start_matches("error: ").to_owned();
+                CliError(format!("--topic `{p}` is not a valid regular expression: {reason}"))
+            })
+        })
+        .collect()
+}
+
+/// `--verify`: the mirror's partitions read on both sides and compared (`mirror::verify`). The
+/// table (or `--json`) goes to stdout as partitions finish; the exit status is 2 if any partition
+/// differs or could not be read.
+async fn verify(args: &Args) -> Result<(Vec<String>, ExitCode), CliError> {
+    if args.replication_factor.is_some() {
+        return fail("--replication-factor is only used with --add");
+    }
+    let mirror = require(&args.mirror, "--mirror", "--verify")?;
+    let throttle = args.throttle.as_deref().map(parse_throttle).transpose()?;
+    let patterns = topic_patterns(&split_patterns(&args.topic))?;
+    let (bootstrap, security) = proxy_connection(args)?;
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let mut admin = MirrorAdminClient::connect_with(bootstrap, timeout, security.clone()).await?;
+    let r = admin.send(&DescribeMirrorsRequest { mirror_names: Some(vec![mirror.to_owned()]) }).await?;
+    check(r.error_code, r.error_message)?;
+    let described = r.mirrors.into_iter().find(|m| m.mirror_name == mirror).ok_or_else(|| CliError(format!("the proxy did not describe mirror {mirror}")))?;
+    check(described.error_code, described.error_message.clone())?;
+    let mut partitions: Vec<(String, i32)> = described
+        .topics
+        .iter()
+        .filter(|t| patterns.is_empty() || patterns.iter().any(|p| p.is_match(&t.topic_name)))
+        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_name.clone(), p.partition_index)))
+        .collect();
+    partitions.sort();
+    if partitions.is_empty() {
+        return fail(if patterns.is_empty() { format!("mirror {mirror} has no topics") } else { format!("no topic of mirror {mirror} matches --topic") });
+    }
+
+    // The source: the operator's file, or what the proxy shows of the mirror's connection.
+    let source_props = match &args.mirror_config {
+        Some(path) => read_properties(path)?,
+        None => {
+            let r = admin.send(&DescribeMirrorConfigsRequest { mirror_name: mirror.to_owned() }).await?;
+            check(r.error_code, r.error_message)?;
+            let hidden: Vec<String> = r.configs.iter().filter(|c| c.is_sensitive).map(|c| c.name.clone()).collect();
+            if !hidden.is_empty() {
+                return fail(format!(
+                    "the source connection of mirror {mirror} uses secrets the proxy does not show ({}): pass --mirror-config with the file given to --create",
+                    hidden.join(", ")
+                ));
+            }
+            r.configs.into_iter().filter_map(|c| c.value.map(|v| (c.name, v))).collect()
+        }
+    };
+    let settings =
+        MirrorSettings::from_properties(source_props).map_err(|errors| CliError(errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?;
+    let mut source_config = settings.client_config(mirror);
+    source_config.connection.client_id = format!("kafka-mirrors-verify-{mirror}");
+    let source = Client::connect(source_config).await.map_err(|e| CliError(format!("the source cluster of mirror {mirror}: {}", error_chain(&e))))?;
+    let mut destination_config = ClientConfig::new(bootstrap);
+    destination_config.connection.security = security;
+    destination_config.connection.client_id = format!("kafka-mirrors-verify-{mirror}");
+    let destination = Client::connect(destination_config).await.map_err(|e| CliError(format!("the destination through {bootstrap}: {}", error_chain(&e))))?;
+
+    // Compacted on either side: offsets on one side only are allowed.
+    let mut topics: Vec<String> = partitions.iter().map(|(t, _)| t.clone()).collect();
+    topics.dedup();
+    let mut compacted = HashSet::new();
+    for client in [&source, &destination] {
+        for (topic, configs) in client.describe_topic_configs_bulk(&topics).await {
+            let configs = configs.map_err(|e| CliError(format!("describing the configs of {topic}: {}", error_chain(&e))))?;
+            if configs.get("cleanup.policy").and_then(|c| c.value.as_deref()).is_some_and(|p| p.contains("compact")) {
+                compacted.insert(topic);
+            }
+        }
+    }
+
+    let options = VerifyOptions { throttle, ..VerifyOptions::default() };
+    let headers = ["TOPIC", "PARTITION", "CHECKED", "RECORDS", "LAG", "RESULT", "FIRST-DIFFERENCE", "DETAIL"];
+    let reports = verify_partitions(&source, &destination, &partitions, &compacted, options, |_| {}).await;
+    let identical = reports.iter().filter(|r| r.outcome == Outcome::Identical).count();
+    let different = reports.iter().filter(|r| matches!(r.outcome, Outcome::Different { .. })).count();
+    let errors = reports.len() - identical - different;
+    let code = if identical == reports.len() { ExitCode::SUCCESS } else { ExitCode::from(2) };
+    if args.json {
+        return Ok((vec![format!("[{}]", reports.iter().map(|r| verify_json(mirror, r)).collect::<Vec<_>>().join(","))], code));
+    }
+    let rows = reports
+        .iter()
+        .map(|r| {
+            let (first, detail) = match &r.outcome {
+                Outcome::Identical => ("-".to_owned(), verify_note(r)),
+                Outcome::Different { offset, detail } => (offset.to_string(), detail.clone()),
+                Outcome::Error(e) => ("-".to_owned(), e.clone()),
+            };
+            let checked = if r.start < 0 {
+                "-".to_owned()
+            } else if r.end <= r.start {
+                format!("{}..{} (empty)", r.start, r.start)
+            } else {
+                format!("{}..{}", r.start, r.end)
+            };
+            let lag = if r.source_end < 0 { "-".to_owned() } else { (r.source_end - r.destination_end).max(0).to_string() };
+            vec![r.topic.clone(), r.partition.to_string(), checked, r.counts.records.to_string(), lag, r.outcome.name().to_owned(), first, detail]
+        })
+        .collect();
+    let mut lines = table(&headers, rows);
+    lines.push(format!("Verified {} partition(s) of mirror {mirror}: {identical} identical, {different} different, {errors} not readable.", reports.len()));
+    Ok((lines, code))
+}
+
+/// The detail of an identical partition: what was allowed rather than matched, if anything.
+fn verify_note(r: &PartitionReport) -> String {
+    let c = &r.counts;
+    let mut parts = Vec::new();
+    if c.markers > 0 {
+        parts.push(format!("{} marker(s)", c.markers));
+    }
+    if c.fillers > 0 {
+        parts.push(format!("{} filler(s) over source gaps", c.fillers));
+    }
+    if c.only_source + c.only_destination > 0 {
+        parts.push(format!("compacted: {} offset(s) only on the source, {} only on the destination", c.only_source, c.only_destination));
+    }
+    parts.join("; ")
+}
+
+fn verify_json(mirror: &str, r: &PartitionReport) -> String {
+    let (first, detail) = match &r.outcome {
+        Outcome::Identical => ("null".to_owned(), "null".to_owned()),
+        Outcome::Different { offset, detail } => (offset.to_string(), json_str(detail)),
+        Outcome::Error(e) => ("null".to_owned(), json_str(e)),
+    };
+    let c = &r.counts;
+    format!(
+        "{{\"mirror\":{},\"topic\":{},\"partition\":{},\"startOffset\":{},\"endOffset\":{},\"sourceEndOffset\":{},\"destinationEndOffset\":{},\"result\":{},\"firstDifferingOffset\":{first},\"detail\":{detail},\"records\":{},\"markers\":{},\"fillers\":{},\"onlySource\":{},\"onlyDestination\":{},\"compacted\":{},\"bytesRead\":{},\"digest\":{}}}",
+        json_str(mirror),
+        json_str(&r.topic),
+        r.partition,
+        r.start,
+        r.end,
+        r.source_end,
+        r.destination_end,
+        json_str(r.outcome.name()),
+        c.records,
+        c.markers,
+        c.fillers,
+        c.only_source,
+        c.only_destination,
+        r.compacted,
+        c.bytes_read,
+        json_str(&r.digest)
+    )
 }
 
 /// The summary line of add/remove/pause/resume, or the first per-topic error.

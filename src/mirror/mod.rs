@@ -27,6 +27,7 @@
 //!   topic; `recorder`: observed partition states into the state topic, in bulk; `sync`: the sync
 //!   jobs of an owned mirror.
 //! - [`loops`]: which source topics are themselves mirror topics there (refused: mirrors must not loop).
+//! - [`verify`]: `kafka-mirrors --verify`, both sides read and compared record by record; changes nothing.
 
 mod error;
 mod lookup;
@@ -44,6 +45,7 @@ mod stop;
 pub mod store;
 mod supervisor;
 mod sync;
+pub mod verify;
 
 pub use error::MirrorError;
 pub use lookup::{InMemoryMirrorLookup, MirrorLookup, MirroredTopic};

@@ -85,8 +85,14 @@ pub fn sample(exposition: &str, name_and_labels: &str) -> Option<f64> {
 
 /// Runs `kafka-mirrors ARGS`; returns (success, stdout, stderr).
 pub fn cli(args: &[&str]) -> (bool, String, String) {
+    let (code, out, err) = cli_code(args);
+    (code == Some(0), out, err)
+}
+
+/// Runs `kafka-mirrors ARGS`; returns (exit status, stdout, stderr).
+pub fn cli_code(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kafka-mirrors")).args(args).output().expect("kafka-mirrors runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// [`cli`] off the async runtime's threads.

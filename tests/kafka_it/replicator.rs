@@ -192,11 +192,10 @@ async fn has_compaction_holes(c: &Client, topic: &str, partition: i32) -> bool {
     false
 }
 
-/// A compacted topic after the cleaner has run (holes inside batches, removed batches, batches left
-/// empty by aborted transactions) mirrors identically, offsets included.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mirrors_a_compacted_topic_after_cleaning() {
-    let (src, dst, java) = (source(), destination(), java_client());
+/// Creates a compacted topic of one partition on `src` and returns its name once the cleaner has
+/// cleaned it (holes inside batches, removed batches, batches left empty by aborted transactions)
+/// and the log has come to rest (three looks a second apart see the same batches).
+pub async fn cleaned_compacted_topic(java: &JavaClient, src: &Cluster) -> String {
     let topic = unique_name("mirror-compacted");
     let configs = [
         ("cleanup.policy", "compact"),
@@ -255,6 +254,15 @@ async fn mirrors_a_compacted_topic_after_cleaning() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
+    topic
+}
+
+/// A compacted topic after the cleaner has run mirrors identically, offsets included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirrors_a_compacted_topic_after_cleaning() {
+    let (src, dst, java) = (source(), destination(), java_client());
+    let topic = cleaned_compacted_topic(java, src).await;
+    let src_client = client(&src.bootstrap()).await;
     let replicator = start(src, dst, std::slice::from_ref(&topic), IsolationLevel::ReadUncommitted).await;
     wait_caught_up(&replicator, &src_client, &topic).await;
     assert_identical(java, src, dst, &topic).await;
