@@ -252,6 +252,10 @@ public final class TestClient {
                 } else if (n.has("flush")) {
                     producer.flush();
                     drain(pending);
+                } else if (n.has("pause_ms")) {
+                    producer.flush();
+                    drain(pending);
+                    Thread.sleep(n.get("pause_ms").asLong());
                 } else if (n.has("halt")) {
                     producer.flush();
                     drain(pending);

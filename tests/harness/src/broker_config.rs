@@ -42,6 +42,14 @@ pub(crate) fn broker_properties(spec: &ClusterSpec, dist: &KafkaDist, nodes: &[N
             "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".to_owned(),
         ),
     };
+    let (listeners, advertised, protocol_map) = match node.relay {
+        Some((port, relay_port)) => (
+            format!("{listeners},RELAYED://127.0.0.1:{port}"),
+            format!("{advertised},RELAYED://127.0.0.1:{relay_port}"),
+            format!("{protocol_map},RELAYED:PLAINTEXT"),
+        ),
+        None => (listeners, advertised, protocol_map),
+    };
     let mut props: Vec<(String, String)> = vec![
         ("process.roles".into(), "broker,controller".into()),
         ("node.id".into(), node.id.to_string()),
@@ -214,6 +222,7 @@ mod tests {
             id: 0,
             port: 1,
             client_port: None,
+            relay: None,
             controller_port: 2,
             dir: PathBuf::from("/n"),
             config: PathBuf::new(),

@@ -115,6 +115,10 @@ pub struct ClusterSpec {
     pub spare_brokers: u32,
     /// A secure client listener (see [`crate::security`]); `None`: clients use the PLAINTEXT one.
     pub security: Option<ListenerSecurity>,
+    /// A `RELAYED` plaintext listener on each broker, advertised at a relay address of its own
+    /// ([`Cluster::relay_routes`], [`Cluster::relayed_bootstrap`]); brokers and controllers keep
+    /// talking directly.
+    pub relayed: bool,
 }
 
 impl ClusterSpec {
@@ -130,7 +134,17 @@ impl ClusterSpec {
             features: Vec::new(),
             spare_brokers: 0,
             security: None,
+            relayed: false,
         }
+    }
+
+    /// Gives every broker a `RELAYED` listener advertised at a relay address: a client that
+    /// bootstraps at [`Cluster::relayed_bootstrap`] reaches every broker through whatever listens on
+    /// [`Cluster::relay_routes`] (a [`crate::FaultRelay`]), while the cluster's own traffic goes
+    /// direct.
+    pub fn relayed(mut self) -> Self {
+        self.relayed = true;
+        self
     }
 
     /// Gives the cluster a `CLIENT` listener with `security` on its own port, which
@@ -188,6 +202,8 @@ pub(crate) struct Node {
     pub(crate) port: u16,
     /// The secure `CLIENT` listener's port, on clusters with [`ClusterSpec::security`].
     pub(crate) client_port: Option<u16>,
+    /// On relayed clusters: the `RELAYED` listener's port and the relay port it is advertised at.
+    pub(crate) relay: Option<(u16, u16)>,
     /// CONTROLLER (KRaft quorum) port on 127.0.0.1.
     pub(crate) controller_port: u16,
     /// `node-<id>/`, holding the config, `data/` and the log.
@@ -315,10 +331,12 @@ impl Cluster {
                 Some(_) => Some(pick_port().map_err(fatal)?),
                 None => None,
             };
+            let relay = if spec.relayed { Some((pick_port().map_err(fatal)?, pick_port().map_err(fatal)?)) } else { None };
             nodes.push(Node {
                 id,
                 port,
                 client_port,
+                relay,
                 controller_port,
                 config: node_dir.join("server.properties"),
                 log: node_dir.join("broker.log"),
@@ -435,6 +453,26 @@ impl Cluster {
     /// (spare brokers included).
     pub fn broker_addrs(&self) -> Vec<(i32, SocketAddr)> {
         self.brokers.clone()
+    }
+
+    /// On a [`ClusterSpec::relayed`] cluster, for every node (spare brokers included): the relay
+    /// address it is advertised at and the `RELAYED` listener behind it, for
+    /// [`crate::FaultRelay::start`]. Empty otherwise.
+    pub fn relay_routes(&self) -> Vec<(SocketAddr, SocketAddr)> {
+        let Some(managed) = &self.managed else { return Vec::new() };
+        managed
+            .nodes
+            .iter()
+            .filter_map(|n| n.relay.map(|(port, relay)| (SocketAddr::from(([127, 0, 0, 1], relay)), SocketAddr::from(([127, 0, 0, 1], port)))))
+            .collect()
+    }
+
+    /// The bootstrap list through the relay addresses (voters only), on a relayed cluster.
+    pub fn relayed_bootstrap(&self) -> Option<String> {
+        let managed = self.managed.as_ref()?;
+        let addrs: Vec<String> =
+            managed.nodes.iter().filter(|n| !n.broker_only).filter_map(|n| n.relay.map(|(_, relay)| format!("127.0.0.1:{relay}"))).collect();
+        (!addrs.is_empty()).then(|| addrs.join(","))
     }
 
     /// Node ids, sorted.

@@ -12,6 +12,8 @@
 //! - [`librdkafka_consume`]: an independent reader (librdkafka through confluent-kafka,
 //!   `tests/clients/dump_records.py`) printing the same records as the Java consumer, for comparisons.
 //! - [`metadata`]: a minimal Metadata v4 request, used for readiness checks.
+//! - [`FaultRelay`]: a TCP relay that cuts, black-holes, half-opens, delays and throttles the links
+//!   to a cluster started with [`ClusterSpec::relayed`] (the fault tests).
 //! - [`secure_cluster`]: clusters whose client listener is SASL_PLAINTEXT, SSL (mutual TLS) or
 //!   SASL_SSL, started on first use by the security tests only; [`certs`], [`SASL_USERS`],
 //!   [`client_props`] and [`librdkafka_props`] give clients the matching settings.
@@ -43,6 +45,7 @@ mod error;
 mod librdkafka;
 mod ports;
 mod records;
+mod relay;
 mod security;
 mod util;
 mod wire;
@@ -58,6 +61,7 @@ pub use dist::{DEFAULT_KAFKA_VERSION, KafkaDist, default_version, dist};
 pub use error::{HarnessError, Result};
 pub use librdkafka::{librdkafka_consume, provision_python};
 pub use records::{Compression, ConsumeOptions, ConsumedRecord, Isolation, ProduceLine, ProduceOptions, ProducerRecord};
+pub use relay::{FaultRelay, LinkMode, RelayStats};
 pub use security::{Certs, ListenerSecurity, SASL_MECHANISMS, SASL_USERS, SaslLogin, certs, client_props, librdkafka_props, properties_text, sasl_password};
 pub use util::repo_root;
 pub use wire::{Metadata, MetadataBroker, MetadataPartition, MetadataTopic, metadata};

@@ -141,6 +141,9 @@ pub enum ProduceLine {
     Abort,
     /// `flush()`: ends the current batches.
     Flush,
+    /// `flush()`, then sleep this long: one producer process writes over a stretch of time (a live
+    /// producer during a fault).
+    Pause(std::time::Duration),
     /// `flush()`, report, then exit without closing the producer, as if it crashed: an open
     /// transaction stays open (the LSO stays put) until `transaction.timeout.ms`. Must come last.
     Halt,
@@ -170,6 +173,7 @@ impl ProduceLine {
             ProduceLine::Commit => json!({"txn": "commit"}),
             ProduceLine::Abort => json!({"txn": "abort"}),
             ProduceLine::Flush => json!({"flush": true}),
+            ProduceLine::Pause(d) => json!({"pause_ms": d.as_millis() as u64}),
             ProduceLine::Halt => json!({"halt": true}),
         }
     }
