@@ -1,8 +1,9 @@
 //! The network between the data centres fails (issue 25): cuts, black holes, a slow and lossy link
-//! on the source side, a black hole on the destination side in the middle of writes. Each case runs
+//! on the source side, a black hole on the destination side in the middle of writes; and brokers
+//! restart: rolling restarts of a 3-broker source and destination, a source leader killed. Each case runs
 //! the real proxy binary with the links to one cluster through a [`FaultRelay`] (every broker
 //! address: the cluster advertises the relay), keeps three producers writing to the source during
-//! the fault (plain lz4, idempotent zstd, transactional gzip committing and aborting), heals, and
+//! the fault (plain lz4 with acks=1, idempotent zstd, transactional gzip committing and aborting), heals, and
 //! then requires the destination to equal the source record by record at both isolation levels
 //! (Java and librdkafka consumers, offsets) and `kafka-mirrors --verify` to pass.
 //!
@@ -12,6 +13,7 @@
 #![allow(clippy::print_stderr, reason = "each case reports what it saw (issue 25 asks for it)")]
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafka_harness::{
@@ -36,7 +38,7 @@ enum Link {
 /// One case's clusters, relay, proxy and mirror.
 struct Case {
     name: String,
-    own: Cluster,
+    own: Arc<Cluster>,
     relay: FaultRelay,
     proxy: ProxyProcess,
     mirror: String,
@@ -48,11 +50,17 @@ impl Case {
     /// A relayed cluster of its own on `link` (the shared one on the other side), the proxy, and a
     /// mirror of one topic of [`PARTITIONS`] partitions with some records, MIRRORING.
     async fn start(name: &str, link: Link, mirror_settings: &str) -> Self {
-        let mut spec = ClusterSpec::new(unique_name(name)).relayed();
+        Self::start_with(name, link, 1, mirror_settings).await
+    }
+
+    /// [`Case::start`] with `brokers` nodes in the cluster of its own; on the source, the topic is
+    /// replicated to all of them (`min.insync.replicas` 2 from 3).
+    async fn start_with(name: &str, link: Link, brokers: u32, mirror_settings: &str) -> Self {
+        let mut spec = ClusterSpec::new(unique_name(name)).relayed().brokers(brokers);
         if link == Link::Destination {
             spec = spec.prop("transaction.partition.verification.enable", "false");
         }
-        let own = blocking(move || Cluster::start(spec).unwrap()).await;
+        let own = Arc::new(blocking(move || Cluster::start(spec).unwrap()).await);
         let relay = FaultRelay::start(&own.relay_routes()).unwrap();
         let relayed = own.relayed_bootstrap().unwrap();
         let (src_bootstrap, dst_bootstrap) = match link {
@@ -65,7 +73,8 @@ impl Case {
             Link::Source => own.bootstrap(),
             Link::Destination => source().bootstrap(),
         };
-        java_client().create_topic(&src, &topic, PARTITIONS, 1, &[]).unwrap();
+        let (replication, min_isr) = if link == Link::Source && brokers >= 3 { (3, "2") } else { (1, "1") };
+        java_client().create_topic(&src, &topic, PARTITIONS, replication, &[("min.insync.replicas", min_isr)]).unwrap();
         let config = properties_file(&format!("bootstrap.servers={src_bootstrap}\n{mirror_settings}"));
         let mirror = unique_name("faulted");
         let created = poll_until(Duration::from_secs(60), || async {
@@ -115,27 +124,43 @@ impl Case {
         assert!(done.is_some(), "{}: not caught up within {within:?}: {:?}", self.name, describe(&self.proxy.bootstrap, &self.mirror).await);
     }
 
-    /// Runs `fault` for `duration` while the producers write (from before the fault until after
-    /// it), collecting what `--describe` shows; heals; then checks the copy.
-    async fn run(&self, duration: Duration, fault: impl FnOnce(&FaultRelay)) {
+    /// A relay fault for `duration` while the producers write (from before the fault until after
+    /// it), then healed; see [`Case::run`].
+    async fn relay_fault(&self, duration: Duration, fault: impl FnOnce(&FaultRelay)) {
+        let relay = &self.relay;
+        self.run(duration + Duration::from_secs(10), async move {
+            fault(relay);
+            tokio::time::sleep(duration).await;
+            relay.heal();
+        })
+        .await;
+    }
+
+    /// Runs `fault` to its end while the producers write for `producing` (starting 3 s before the
+    /// fault), collecting what `--describe` shows meanwhile; then checks the copy.
+    async fn run(&self, producing: Duration, fault: impl std::future::Future<Output = ()>) {
         let bootstrap = self.source_bootstrap();
-        let producers = live_producers(&bootstrap, &self.topic, duration + Duration::from_secs(10));
+        let producers = live_producers(&bootstrap, &self.topic, producing);
         // Let some writes be copied before the fault.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        fault(&self.relay);
-        let mut seen = BTreeSet::new();
-        let until = tokio::time::Instant::now() + duration;
-        while tokio::time::Instant::now() < until {
-            if let Some(rows) = describe(&self.proxy.bootstrap, &self.mirror).await {
-                for r in rows {
-                    let reason = r["errorMessage"].as_str().map(|m| m.chars().take(120).collect::<String>()).unwrap_or_default();
-                    seen.insert(format!("{} {}", r["state"].as_str().unwrap_or("?"), reason));
+        let seen = Mutex::new(BTreeSet::new());
+        let watch = async {
+            loop {
+                if let Some(rows) = describe(&self.proxy.bootstrap, &self.mirror).await {
+                    for r in rows {
+                        let reason = r["errorMessage"].as_str().map(|m| m.chars().take(120).collect::<String>()).unwrap_or_default();
+                        seen.lock().unwrap().insert(format!("{} {}", r["state"].as_str().unwrap_or("?"), reason));
+                    }
                 }
+                tokio::time::sleep(Duration::from_secs(2)).await;
             }
-            tokio::time::sleep(Duration::from_secs(2)).await;
+        };
+        tokio::select! {
+            () = fault => {}
+            () = watch => {}
         }
-        self.relay.heal();
         let written: usize = producers.await.iter().sum();
+        let seen = seen.into_inner().unwrap();
         eprintln!("[{}] relay {:?}; {written} records written during the case; mirror states during the fault: {seen:?}", self.name, self.relay.stats());
         self.wait_caught_up(Duration::from_secs(180)).await;
         let (src, dst) = self.clusters();
@@ -148,6 +173,28 @@ impl Case {
         .await;
         assert_eq!(code, Some(0), "{}: kafka-mirrors --verify:\n{out}\n{err}", self.name);
         eprintln!("[{}] --verify:\n{out}", self.name);
+    }
+
+    /// Stops and starts each node of the cluster of its own in turn (SIGTERM: controlled shutdown),
+    /// each time waiting until every replica of the topic is back in sync.
+    async fn rolling_restart(&self) {
+        let (own, topic) = (Arc::clone(&self.own), self.topic.clone());
+        blocking(move || {
+            for id in own.node_ids() {
+                own.stop_broker(id).unwrap();
+                own.start_broker(id).unwrap();
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                loop {
+                    let d = java_client().describe_topic(&own.bootstrap(), &topic).unwrap();
+                    if d.partitions.iter().all(|p| p.isr.len() == p.replicas.len() && p.leader >= 0) {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{topic}: replicas not back in sync after restarting node {id}: {:?}", d.partitions);
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            }
+        })
+        .await;
     }
 }
 
@@ -165,7 +212,7 @@ fn record(partition: i32, i: usize, tag: &str) -> ProducerRecord {
 fn live_producers(bootstrap: &str, topic: &str, duration: Duration) -> impl std::future::Future<Output = Vec<usize>> {
     let rounds = (duration.as_millis() / 500).max(1) as usize;
     let shapes: [(&str, ProduceOptions, bool); 3] = [
-        ("plain", ProduceOptions { compression: Compression::Lz4, linger_ms: Some(5), ..Default::default() }, false),
+        ("plain", ProduceOptions { compression: Compression::Lz4, linger_ms: Some(5), acks: Some("1".into()), ..Default::default() }, false),
         ("idempotent", ProduceOptions { compression: Compression::Zstd, idempotent: true, linger_ms: Some(5), ..Default::default() }, false),
         ("txn", ProduceOptions { compression: Compression::Gzip, transactional_id: Some(unique_name("fault-tx")), ..Default::default() }, true),
     ];
@@ -207,7 +254,7 @@ fn live_producers(bootstrap: &str, topic: &str, duration: Duration) -> impl std:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_source_link_cut_for_30_seconds() {
     let case = Case::start("fault-src-cut", Link::Source, "").await;
-    case.run(Duration::from_secs(30), FaultRelay::cut).await;
+    case.relay_fault(Duration::from_secs(30), FaultRelay::cut).await;
 }
 
 /// The source link black-holed (connections open, nothing moves) for longer than the mirror's
@@ -216,14 +263,14 @@ async fn the_source_link_cut_for_30_seconds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_source_link_black_holed_past_every_timeout() {
     let case = Case::start("fault-src-blackhole", Link::Source, "request.timeout.ms=5000\n").await;
-    case.run(Duration::from_secs(45), FaultRelay::black_hole).await;
+    case.relay_fault(Duration::from_secs(45), FaultRelay::black_hole).await;
 }
 
 /// The source link half-open (the brokers' side gone, the proxy's side unanswered) for 30 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_source_link_half_open() {
     let case = Case::start("fault-src-halfopen", Link::Source, "request.timeout.ms=5000\n").await;
-    case.run(Duration::from_secs(30), FaultRelay::half_open).await;
+    case.relay_fault(Duration::from_secs(30), FaultRelay::half_open).await;
 }
 
 /// A slow, lossy source link: 200 ms each way and every connection reset with a chance of 1% per
@@ -231,7 +278,7 @@ async fn the_source_link_half_open() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_lossy_source_link() {
     let case = Case::start("fault-src-lossy", Link::Source, "").await;
-    case.run(Duration::from_secs(40), |relay| {
+    case.relay_fault(Duration::from_secs(40), |relay| {
         relay.set_latency(Duration::from_millis(200));
         relay.set_reset_rate(0.01);
     })
@@ -246,5 +293,42 @@ async fn a_slow_lossy_source_link() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_destination_link_black_holed_mid_produce() {
     let case = Case::start("fault-dst-blackhole", Link::Destination, "").await;
-    case.run(Duration::from_secs(30), FaultRelay::black_hole).await;
+    case.relay_fault(Duration::from_secs(30), FaultRelay::black_hole).await;
+}
+
+/// A rolling restart of a 3-broker source (each broker stopped with a controlled shutdown and
+/// started again, the next one once every replica is back in sync) while the producers write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_of_a_3_broker_source() {
+    let case = Case::start_with("fault-src-rolling", Link::Source, 3, "").await;
+    case.run(Duration::from_secs(60), case.rolling_restart()).await;
+}
+
+/// A rolling restart of a 3-broker destination while the mirror writes into it: leaders of the
+/// mirror topic, of `__mirror_state` and the instance group's coordinator move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_of_a_3_broker_destination() {
+    let case = Case::start_with("fault-dst-rolling", Link::Destination, 3, "").await;
+    case.run(Duration::from_secs(60), case.rolling_restart()).await;
+}
+
+/// The leader of a source partition killed (SIGKILL) under acks=1 writes, with
+/// `unclean.leader.election.enable=false` (Kafka's default): records the dead leader acknowledged
+/// but no follower had are gone from the source once another replica leads, and the old leader
+/// truncates them when it returns. The mirror reads only below the high watermark, which no
+/// clean election moves back, so it never copies them: the copy stays identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_leader_killed_under_acks_1_writes() {
+    let case = Case::start_with("fault-src-leaderkill", Link::Source, 3, "").await;
+    let (own, topic) = (Arc::clone(&case.own), case.topic.clone());
+    let kill = async move {
+        blocking(move || {
+            let leader = java_client().describe_topic(&own.bootstrap(), &topic).unwrap().partitions[0].leader;
+            own.kill_broker(leader).unwrap();
+            std::thread::sleep(Duration::from_secs(15));
+            own.start_broker(leader).unwrap();
+        })
+        .await;
+    };
+    case.run(Duration::from_secs(40), kill).await;
 }
