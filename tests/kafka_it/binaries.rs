@@ -97,8 +97,14 @@ pub fn cli_code(args: &[&str]) -> (Option<i32>, String, String) {
 
 /// [`cli`] off the async runtime's threads.
 pub async fn cli_async(args: &[&str]) -> (bool, String, String) {
+    let (code, out, err) = cli_code_async(args).await;
+    (code == Some(0), out, err)
+}
+
+/// [`cli_code`] off the async runtime's threads.
+pub async fn cli_code_async(args: &[&str]) -> (Option<i32>, String, String) {
     let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-    tokio::task::spawn_blocking(move || cli(&args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap()
+    tokio::task::spawn_blocking(move || cli_code(&args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap()
 }
 
 /// `--describe --mirror MIRROR --json` rows, if the call succeeds.

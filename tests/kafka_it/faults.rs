@@ -21,7 +21,7 @@ use kafka_harness::{
 };
 use kafka_mirror_proxy::client::{IsolationLevel, OffsetSpec};
 
-use crate::binaries::{ProxyProcess, cli_async, cli_code, describe, properties_file};
+use crate::binaries::{ProxyProcess, cli_async, cli_code_async, describe, properties_file};
 use crate::common::{client, poll_until};
 use crate::proxy::blocking;
 use crate::replicator::assert_identical;
@@ -165,12 +165,7 @@ impl Case {
         self.wait_caught_up(Duration::from_secs(180)).await;
         let (src, dst) = self.clusters();
         assert_identical(java_client(), src, dst, &self.topic).await;
-        let (code, out, err) = blocking({
-            let args: Vec<String> =
-                ["--bootstrap-server", &self.proxy.bootstrap, "--verify", "--mirror", &self.mirror].iter().map(|s| (*s).to_owned()).collect();
-            move || cli_code(&args.iter().map(String::as_str).collect::<Vec<_>>())
-        })
-        .await;
+        let (code, out, err) = cli_code_async(&["--bootstrap-server", &self.proxy.bootstrap, "--verify", "--mirror", &self.mirror]).await;
         assert_eq!(code, Some(0), "{}: kafka-mirrors --verify:\n{out}\n{err}", self.name);
         eprintln!("[{}] --verify:\n{out}", self.name);
     }

@@ -11,7 +11,7 @@ use kafka_mirror_proxy::client::{IsolationLevel, OffsetSpec, ProduceOptions, Txn
 use kafka_mirror_proxy::protocol::batch::{BatchBuilder, Record};
 use serde_json::Value;
 
-use crate::binaries::{ProxyProcess, cli_async, cli_code, describe, properties_file};
+use crate::binaries::{ProxyProcess, cli_async, cli_code_async, describe, properties_file};
 use crate::common::{client, poll_until};
 use crate::replicator::cleaned_compacted_topic;
 
@@ -19,8 +19,7 @@ use crate::replicator::cleaned_compacted_topic;
 async fn verify(proxy: &str, mirror: &str, extra: &[&str]) -> (Option<i32>, Vec<Value>, String) {
     let mut args = vec!["--bootstrap-server", proxy, "--verify", "--mirror", mirror, "--json"];
     args.extend_from_slice(extra);
-    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-    let (code, out, err) = tokio::task::spawn_blocking(move || cli_code(&args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap();
+    let (code, out, err) = cli_code_async(&args).await;
     let rows = match serde_json::from_str::<Value>(out.trim()) {
         Ok(Value::Array(rows)) => rows,
         _ => panic!("--verify --json printed no array: {out}\n{err}"),
@@ -114,13 +113,8 @@ async fn verify_passes_on_a_healthy_mirror_and_names_each_difference() {
     assert_eq!(txn_records, 24 + 6, "committed and aborted records are both compared");
     assert_eq!(row(&rows, &compacted, 0)["compacted"], true);
     // The table names the same.
-    let (code, out, _) = {
-        let args: Vec<String> = ["--bootstrap-server", &proxy, "--verify", "--mirror", &mirror, "--topic", &format!("{}\\..*", regex::escape(&prefix))]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
-        tokio::task::spawn_blocking(move || cli_code(&args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap()
-    };
+    let pattern = format!("{}\\..*", regex::escape(&prefix));
+    let (code, out, _) = cli_code_async(&["--bootstrap-server", &proxy, "--verify", "--mirror", &mirror, "--topic", &pattern]).await;
     assert_eq!(code, Some(0), "{out}");
     let header = out.lines().next().unwrap();
     assert!(header.starts_with("TOPIC") && header.contains("CHECKED") && header.contains("FIRST-DIFFERENCE"), "{out}");
