@@ -65,7 +65,7 @@ def in_venv():
     if not VENV_PYTHON.exists():
         benchlib.run(["cargo", "run", "-q", "-p", "kafka-harness", "--", "provision"], timeout=1800)
     subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "hdrhistogram"], check=True)
-    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), __file__] + sys.argv[1:])
+    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(Path(sys.argv[0]).resolve())] + sys.argv[1:])
 
 
 class Processes:

@@ -135,8 +135,9 @@ impl Collector for MirrorMetrics {
 
         // Lag of the partitions copied here.
         let now_ms = super::now_ms();
+        let running = shared.running_replicators();
         let copied: Vec<(String, bool, Vec<crate::replicator::PartitionStatus>)> =
-            shared.running_replicators().into_iter().map(|(m, r)| (m, r.reads_committed(), r.status())).collect();
+            running.iter().map(|(m, r)| (m.clone(), r.reads_committed(), r.status())).collect();
         let lag_rows =
             || copied.iter().flat_map(|(mirror, committed, statuses)| statuses.iter().map(move |s| (mirror.as_str(), *committed, s, s.partition.to_string())));
         {
@@ -181,6 +182,13 @@ impl Collector for MirrorMetrics {
             "mirror_lag_seconds",
             "The largest mirror_partition_lag_seconds of the mirror's partitions copied here.",
             per_mirror(|c, s, now| s.lag_seconds(c, now), true),
+        )?;
+
+        gauges(
+            &mut encoder,
+            "mirror_source_staleness_seconds",
+            "How long ago the source last answered for the mirror's partition copied here that has waited longest: the lag figures are as old as this. Under fetch.wait.max.ms plus a round trip while the source is reachable; grows while it is cut off or a leader is missing, when the lag says nothing of what the source got since.",
+            running.iter().filter_map(|(m, r)| r.source_staleness().map(|d| ([("mirror", m.as_str())], d.as_secs_f64()))),
         )?;
 
         // What the copying counted.

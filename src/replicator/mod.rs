@@ -250,6 +250,12 @@ impl Replicator {
         statuses.iter().flat_map(|s| s.snapshot()).collect()
     }
 
+    /// How long ago the source last answered for the partition copied here that has waited
+    /// longest (`None` while nothing is copied): the lag figures are as old as this.
+    pub fn source_staleness(&self) -> Option<std::time::Duration> {
+        self.inner.fetcher.staleness()
+    }
+
     /// True if lag is computed against the LSO (read_committed copying).
     pub fn reads_committed(&self) -> bool {
         self.inner.config.isolation == IsolationLevel::ReadCommitted

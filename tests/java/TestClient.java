@@ -43,6 +43,11 @@
  *       {"partition":P,"offset":O,"key":B64|null,"value":B64|null,"headers":[["k",B64|null],...],
  *        "timestamp":MS,"timestampType":"CreateTime"|"LogAppendTime"}
  *     Records of different partitions may interleave; within a partition they are in offset order.
+ *     --follow-ms N: instead, tail every partition from its beginning for N ms, then read up to the end
+ *     offsets seen at that moment. Records are printed as they arrive (in the order the consumer saw
+ *     them, not filtered); an exception from poll is printed as {"error":"..."} and polling goes on. The
+ *     last line is {"summary":{"polls","records","pollErrors","longestGapMs","connection-creation-total",
+ *     "connection-close-total","request-total"}}: what a client of the cluster lived through.
  *
  *   share-consume --topic T --group G --count N [--offset-reset earliest|latest] [--hold]
  *     A share consumer (KafkaShareConsumer, KIP-932; needs Kafka 4.1+ jars and brokers) in share group G,
@@ -328,6 +333,10 @@ public final class TestClient {
         a.applyProps(p);
 
         long deadline = System.currentTimeMillis() + a.timeoutMs();
+        String follow = a.get("follow-ms");
+        if (follow != null) {
+            return follow(p, topic, Long.parseLong(follow), deadline);
+        }
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
             List<TopicPartition> partitions = new ArrayList<>();
             String only = a.get("partition");
@@ -365,6 +374,79 @@ public final class TestClient {
                 }
                 remaining.removeIf(tp -> consumer.position(tp) >= end.get(tp));
             }
+        }
+        return 0;
+    }
+
+    /**
+     * consume --follow-ms: tails every partition of the topic from its beginning for followMs, then
+     * reads up to the end offsets seen at that moment. Records are printed as they arrive; an
+     * exception from poll is printed as {"error":..} and polling goes on. Ends with a summary line.
+     */
+    private static int follow(Properties p, String topic, long followMs, long deadline) throws Exception {
+        long started = System.currentTimeMillis();
+        long polls = 0, records = 0, errors = 0, longestGapMs = 0;
+        long lastProgress = started;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            List<PartitionInfo> infos = consumer.partitionsFor(topic, Duration.ofMillis(Math.max(1, deadline - started)));
+            if (infos == null || infos.isEmpty()) {
+                throw new IllegalStateException("topic " + topic + " not found");
+            }
+            List<TopicPartition> partitions = new ArrayList<>();
+            for (PartitionInfo info : infos) {
+                partitions.add(new TopicPartition(topic, info.partition()));
+            }
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            Map<TopicPartition, Long> end = null;
+            while (true) {
+                long now = System.currentTimeMillis();
+                if (end == null && now >= started + followMs) {
+                    end = consumer.endOffsets(partitions, Duration.ofMillis(Math.max(1, deadline - now)));
+                }
+                if (end != null) {
+                    final Map<TopicPartition, Long> ends = end;
+                    if (partitions.stream().allMatch(tp -> consumer.position(tp) >= ends.get(tp))) {
+                        break;
+                    }
+                }
+                if (now > deadline) {
+                    throw new IllegalStateException("timed out before reaching the end offsets " + end);
+                }
+                try {
+                    ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
+                    polls++;
+                    long after = System.currentTimeMillis();
+                    if (!batch.isEmpty()) {
+                        longestGapMs = Math.max(longestGapMs, after - lastProgress);
+                        lastProgress = after;
+                    }
+                    for (ConsumerRecord<byte[], byte[]> r : batch) {
+                        records++;
+                        emit(recordJson(r));
+                    }
+                } catch (org.apache.kafka.common.KafkaException e) {
+                    errors++;
+                    ObjectNode o = JSON.createObjectNode();
+                    o.put("error", e.toString());
+                    emit(o);
+                }
+            }
+            ObjectNode summary = JSON.createObjectNode();
+            ObjectNode s = summary.putObject("summary");
+            s.put("polls", polls);
+            s.put("records", records);
+            s.put("pollErrors", errors);
+            s.put("longestGapMs", longestGapMs);
+            for (Map.Entry<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> m : consumer.metrics().entrySet()) {
+                String name = m.getKey().name();
+                boolean wanted = m.getKey().group().equals("consumer-metrics")
+                        && (name.equals("connection-creation-total") || name.equals("connection-close-total") || name.equals("request-total"));
+                if (wanted && m.getValue().metricValue() instanceof Number) {
+                    s.put(name, ((Number) m.getValue().metricValue()).longValue());
+                }
+            }
+            emit(summary);
         }
         return 0;
     }

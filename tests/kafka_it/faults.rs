@@ -17,16 +17,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafka_harness::{
-    Cluster, ClusterSpec, Compression, FaultRelay, ProduceLine, ProduceOptions, ProducerRecord, destination, java_client, source, unique_name,
+    Cluster, ClusterSpec, Compression, ConsumeOptions, FaultRelay, ProduceLine, ProduceOptions, ProducerRecord, destination, java_client, source, unique_name,
 };
 use kafka_mirror_proxy::client::{IsolationLevel, OffsetSpec};
 
-use crate::binaries::{ProxyProcess, cli_async, cli_code_async, describe, properties_file};
+use crate::binaries::{ProxyProcess, cli_async, cli_code_async, describe, properties_file, sample};
 use crate::common::{client, poll_until};
 use crate::proxy::blocking;
 use crate::replicator::assert_identical;
 
 const PARTITIONS: i32 = 3;
+
+/// What a case saw of the mirror during the fault.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// The highest `kafka_mirror_proxy_mirror_source_staleness_seconds`.
+    staleness_peak: f64,
+}
 
 /// Which link the relay sits on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,33 +133,54 @@ impl Case {
 
     /// A relay fault for `duration` while the producers write (from before the fault until after
     /// it), then healed; see [`Case::run`].
-    async fn relay_fault(&self, duration: Duration, fault: impl FnOnce(&FaultRelay)) {
+    async fn relay_fault(&self, duration: Duration, fault: impl FnOnce(&FaultRelay)) -> Seen {
         let relay = &self.relay;
         self.run(duration + Duration::from_secs(10), async move {
             fault(relay);
             tokio::time::sleep(duration).await;
             relay.heal();
         })
-        .await;
+        .await
+    }
+
+    /// The mirror's `kafka_mirror_proxy_mirror_source_staleness_seconds`, if the proxy shows it.
+    async fn staleness(&self) -> Option<f64> {
+        let page = self.proxy.scrape().await?;
+        sample(&page, &format!("kafka_mirror_proxy_mirror_source_staleness_seconds{{mirror=\"{}\"}}", self.mirror))
     }
 
     /// Runs `fault` to its end while the producers write for `producing` (starting 3 s before the
-    /// fault), collecting what `--describe` shows meanwhile; then checks the copy.
-    async fn run(&self, producing: Duration, fault: impl std::future::Future<Output = ()>) {
+    /// fault), and a read_committed consumer of the mirror topic through the proxy reads along,
+    /// collecting what `--describe` and the metrics show meanwhile; then checks the copy, and that
+    /// the consumer through the proxy read the source's committed records in order, nothing
+    /// repeated or skipped. What that consumer lived through (errors, reconnects, its longest wait
+    /// for records) is printed.
+    async fn run(&self, producing: Duration, fault: impl std::future::Future<Output = ()>) -> Seen {
         let bootstrap = self.source_bootstrap();
+        let follower = {
+            let (proxy, topic) = (self.proxy.bootstrap.clone(), self.topic.clone());
+            let follow = producing + Duration::from_secs(5);
+            let opts = ConsumeOptions { timeout_ms: (follow + Duration::from_secs(240)).as_millis() as u64, ..ConsumeOptions::read_committed() };
+            tokio::task::spawn_blocking(move || java_client().follow(&proxy, &topic, &opts, follow))
+        };
         let producers = live_producers(&bootstrap, &self.topic, producing);
         // Let some writes be copied before the fault.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let seen = Mutex::new(BTreeSet::new());
+        let states = Mutex::new(BTreeSet::new());
+        let staleness_peak = Mutex::new(0.0_f64);
         let watch = async {
             loop {
                 if let Some(rows) = describe(&self.proxy.bootstrap, &self.mirror).await {
                     for r in rows {
                         let reason = r["errorMessage"].as_str().map(|m| m.chars().take(120).collect::<String>()).unwrap_or_default();
-                        seen.lock().unwrap().insert(format!("{} {}", r["state"].as_str().unwrap_or("?"), reason));
+                        states.lock().unwrap().insert(format!("{} {}", r["state"].as_str().unwrap_or("?"), reason));
                     }
                 }
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                if let Some(s) = self.staleness().await {
+                    let mut peak = staleness_peak.lock().unwrap();
+                    *peak = peak.max(s);
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
         };
         tokio::select! {
@@ -160,14 +188,51 @@ impl Case {
             () = watch => {}
         }
         let written: usize = producers.await.iter().sum();
-        let seen = seen.into_inner().unwrap();
-        eprintln!("[{}] relay {:?}; {written} records written during the case; mirror states during the fault: {seen:?}", self.name, self.relay.stats());
+        let (states, staleness_peak) = (states.into_inner().unwrap(), staleness_peak.into_inner().unwrap());
+        eprintln!(
+            "[{}] relay {:?}; {written} records written during the case; mirror states during the fault: {states:?}; source staleness peak {staleness_peak:.1} s",
+            self.name,
+            self.relay.stats()
+        );
         self.wait_caught_up(Duration::from_secs(180)).await;
         let (src, dst) = self.clusters();
         assert_identical(java_client(), src, dst, &self.topic).await;
         let (code, out, err) = cli_code_async(&["--bootstrap-server", &self.proxy.bootstrap, "--verify", "--mirror", &self.mirror]).await;
         assert_eq!(code, Some(0), "{}: kafka-mirrors --verify:\n{out}\n{err}", self.name);
         eprintln!("[{}] --verify:\n{out}", self.name);
+        // Reachable again, the lag is current again.
+        let fresh = poll_until(Duration::from_secs(60), || async { self.staleness().await.filter(|s| *s < 5.0) }).await;
+        assert!(fresh.is_some(), "{}: source staleness stays {:?} s after healing", self.name, self.staleness().await);
+
+        let followed = follower.await.unwrap().unwrap_or_else(|e| panic!("{}: the consumer through the proxy: {e}", self.name));
+        let committed = java_client().consume(&src.bootstrap(), &self.topic, &ConsumeOptions::read_committed()).unwrap();
+        for p in 0..PARTITIONS {
+            let got: Vec<_> = followed.records.iter().filter(|r| r.partition == p).collect();
+            let expected: Vec<_> = committed.iter().filter(|r| r.partition == p).collect();
+            assert!(!got.is_empty(), "{}: the consumer through the proxy read nothing of partition {p}", self.name);
+            assert!(
+                got.len() <= expected.len(),
+                "{}: partition {p}: the consumer through the proxy read {} records, the source has {}",
+                self.name,
+                got.len(),
+                expected.len()
+            );
+            if let Some(i) = (0..got.len()).find(|&i| got[i] != expected[i]) {
+                panic!("{}: partition {p}: record {i} read through the proxy is {:?}, the source's is {:?}", self.name, got[i], expected[i]);
+            }
+        }
+        eprintln!(
+            "[{}] a read_committed consumer through the proxy: {} records in order, {} poll errors {:?}, longest wait for records {:?}, {} connections opened and {} closed, {} requests",
+            self.name,
+            followed.records.len(),
+            followed.poll_errors,
+            followed.errors.iter().take(3).collect::<Vec<_>>(),
+            followed.longest_gap,
+            followed.connections_created,
+            followed.connections_closed,
+            followed.requests
+        );
+        Seen { staleness_peak }
     }
 
     /// Stops and starts each node of the cluster of its own in turn (SIGTERM: controlled shutdown),
@@ -249,7 +314,14 @@ fn live_producers(bootstrap: &str, topic: &str, duration: Duration) -> impl std:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_source_link_cut_for_30_seconds() {
     let case = Case::start("fault-src-cut", Link::Source, "").await;
-    case.relay_fault(Duration::from_secs(30), FaultRelay::cut).await;
+    let seen = case.relay_fault(Duration::from_secs(30), FaultRelay::cut).await;
+    assert_source_went_stale(&seen);
+}
+
+/// While the source cannot be reached, the lag metrics cannot know what it got meanwhile: the
+/// staleness metric must say so (it is what an operator's alert on a cut fires on).
+fn assert_source_went_stale(seen: &Seen) {
+    assert!(seen.staleness_peak >= 10.0, "the source was unreachable for 30 s or more, yet the staleness metric peaked at {} s", seen.staleness_peak);
 }
 
 /// The source link black-holed (connections open, nothing moves) for longer than the mirror's
@@ -258,14 +330,16 @@ async fn the_source_link_cut_for_30_seconds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_source_link_black_holed_past_every_timeout() {
     let case = Case::start("fault-src-blackhole", Link::Source, "request.timeout.ms=5000\n").await;
-    case.relay_fault(Duration::from_secs(45), FaultRelay::black_hole).await;
+    let seen = case.relay_fault(Duration::from_secs(45), FaultRelay::black_hole).await;
+    assert_source_went_stale(&seen);
 }
 
 /// The source link half-open (the brokers' side gone, the proxy's side unanswered) for 30 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_source_link_half_open() {
     let case = Case::start("fault-src-halfopen", Link::Source, "request.timeout.ms=5000\n").await;
-    case.relay_fault(Duration::from_secs(30), FaultRelay::half_open).await;
+    let seen = case.relay_fault(Duration::from_secs(30), FaultRelay::half_open).await;
+    assert_source_went_stale(&seen);
 }
 
 /// A slow, lossy source link: 200 ms each way and every connection reset with a chance of 1% per

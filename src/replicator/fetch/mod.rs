@@ -137,6 +137,9 @@ struct Registration {
     /// Not fetched before this (after a partition error), and how many such errors in a row.
     retry_at: Option<Instant>,
     errors: u32,
+    /// When the source last answered for it while it had no loop or another one (its
+    /// registration, or its last loop's last answer when it left): see [`SourceFetcher::staleness`].
+    heard: Instant,
 }
 
 impl Registration {
@@ -159,6 +162,8 @@ struct LoopSlot {
     /// Members waiting out a partition error, by when.
     waiting: BTreeSet<(Instant, Key)>,
     notify: Arc<Notify>,
+    /// When the loop's broker last answered a fetch (none yet: `None`).
+    answered: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -238,6 +243,7 @@ impl SourceFetcher {
             empty_at: None,
             retry_at: None,
             errors: 0,
+            heard: Instant::now(),
         };
         {
             let mut table = lock(&self.shared.table);
@@ -261,6 +267,25 @@ impl SourceFetcher {
     pub(crate) fn counts(&self) -> (usize, usize) {
         let table = lock(&self.shared.table);
         (table.partitions.len(), table.partitions.values().filter(|r| r.owner.is_some()).count())
+    }
+
+    /// How long ago the source last answered for the partition that has waited longest (`None`
+    /// with nothing registered). A partition's lag is only known as of then: an incremental
+    /// fetch answer covers every partition of its session, so a reachable source keeps this
+    /// under the fetch's max wait plus a round trip; while the source is cut off or a partition
+    /// waits for a leader it grows, and the lag figures say nothing of what the source got since.
+    /// O(partitions), for a metrics scrape.
+    pub(crate) fn staleness(&self) -> Option<std::time::Duration> {
+        let table = lock(&self.shared.table);
+        let now = Instant::now();
+        table
+            .partitions
+            .values()
+            .map(|reg| {
+                let answered = reg.owner.and_then(|o| table.loops.get(&o)).and_then(|slot| slot.answered);
+                now.saturating_duration_since(answered.map_or(reg.heard, |a| a.max(reg.heard)))
+            })
+            .max()
     }
 }
 
@@ -300,6 +325,9 @@ impl Table {
     fn leave_loop(&mut self, key: &Key, owner: Option<LoopId>) {
         let Some(owner) = owner else { return };
         if let Some(slot) = self.loops.get_mut(&owner) {
+            if let (Some(reg), Some(answered)) = (self.partitions.get_mut(key), slot.answered) {
+                reg.heard = reg.heard.max(answered);
+            }
             slot.members.remove(key);
             slot.paused.remove(key);
             slot.waiting.retain(|(_, k)| k != key);

@@ -117,6 +117,7 @@ impl FetchLoop {
                 Err(e) => self.failed(&e).await,
                 Ok(fetched) => {
                     self.backoff = None;
+                    self.answered(sent);
                     let bytes: usize = fetched.partitions.iter().map(|p| p.records.len()).sum();
                     // A response near its cap did not reach every partition with data: their empty
                     // answers mean nothing.
@@ -215,6 +216,14 @@ impl FetchLoop {
                 }
                 true
             }
+        }
+    }
+
+    /// The broker answered the session's fetch sent at `sent`: every partition in the session is
+    /// known as of then (an incremental answer leaves out only what did not change).
+    fn answered(&self, sent: Instant) {
+        if let Some(slot) = lock(&self.shared.table).loops.get_mut(&self.id) {
+            slot.answered = Some(sent);
         }
     }
 

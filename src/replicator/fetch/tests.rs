@@ -4,6 +4,7 @@
 use super::*;
 use crate::client::{ClientConfig, Metadata};
 use crate::replicator::status::StatusHandle;
+use std::time::Duration;
 
 fn shared(partition_buffer_bytes: usize) -> Arc<Shared> {
     let mut config = ReplicatorConfig::new("t");
@@ -44,6 +45,7 @@ fn owned(shared: &Arc<Shared>, key: &Key, id: u64) -> mpsc::Receiver<Fetched> {
             empty_at: None,
             retry_at: None,
             errors: 0,
+            heard: Instant::now(),
         },
     );
     table.loops.entry(LOOP).or_default().members.insert(key.clone());
@@ -91,7 +93,7 @@ async fn written_data_resumes_a_paused_partition() {
         slot.notify.clone()
     };
     // The loop is woken (a permit is stored for its next wait).
-    tokio::time::timeout(std::time::Duration::from_secs(1), notify.notified()).await.expect("loop woken");
+    tokio::time::timeout(Duration::from_secs(1), notify.notified()).await.expect("loop woken");
     drop(third);
     assert_eq!(lock(&shared.table).partitions[&key].held_bytes, 0);
 }
@@ -164,4 +166,38 @@ fn loop_indexes_spread_and_stay_in_range() {
         assert_eq!(i, shared.index_of(&("topic".to_owned(), p)), "stable");
     }
     assert!(seen.iter().all(|n| *n > 50), "{seen:?}");
+}
+
+/// The staleness of the lag follows the loop's last answer while the partition is in a loop,
+/// keeps the last answer it had once it leaves (a failed fetch sends it to routing), and starts
+/// at its registration.
+#[tokio::test(start_paused = true)]
+async fn staleness_is_the_age_of_the_last_answer_for_the_longest_waiting_partition() {
+    let shared = shared(1 << 20);
+    let fetcher = SourceFetcher { shared: shared.clone() };
+    assert_eq!(fetcher.staleness(), None, "nothing registered");
+    let (a, b): (Key, Key) = (("t".into(), 0), ("t".into(), 1));
+    let _ra = owned(&shared, &a, 1);
+    let _rb = owned(&shared, &b, 2);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(fetcher.staleness(), Some(Duration::from_secs(2)), "no answer yet: since registration");
+
+    lock(&shared.table).loops.get_mut(&LOOP).unwrap().answered = Some(Instant::now());
+    tokio::time::advance(Duration::from_millis(300)).await;
+    assert_eq!(fetcher.staleness(), Some(Duration::from_millis(300)));
+
+    // The fetch fails: `a` goes to routing and keeps the answer it had; the loop still answers for `b`.
+    lock(&shared.table).unroute(&a);
+    tokio::time::advance(Duration::from_secs(5)).await;
+    lock(&shared.table).loops.get_mut(&LOOP).unwrap().answered = Some(Instant::now());
+    assert_eq!(fetcher.staleness(), Some(Duration::from_millis(5300)), "the unrouted partition waits longest");
+
+    // Back in a loop that answers, nothing is stale.
+    {
+        let mut table = lock(&shared.table);
+        table.partitions.get_mut(&a).unwrap().owner = Some(LOOP);
+        table.unrouted.remove(&a);
+        table.loops.get_mut(&LOOP).unwrap().members.insert(a.clone());
+    }
+    assert_eq!(fetcher.staleness(), Some(Duration::ZERO));
 }

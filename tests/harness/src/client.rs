@@ -116,6 +116,24 @@ pub struct GroupOffset {
     pub leader_epoch: Option<i32>,
 }
 
+/// What [`JavaClient::follow`] saw.
+#[derive(Debug, Clone, Default)]
+pub struct Followed {
+    /// Records in arrival order.
+    pub records: Vec<ConsumedRecord>,
+    /// Exceptions `poll` threw (the consumer went on polling).
+    pub errors: Vec<String>,
+    /// `poll` calls, and how many threw.
+    pub polls: u64,
+    pub poll_errors: u64,
+    /// Longest time between two polls that returned records.
+    pub longest_gap: Duration,
+    /// The consumer's connection-creation-total, connection-close-total and request-total.
+    pub connections_created: u64,
+    pub connections_closed: u64,
+    pub requests: u64,
+}
+
 /// The Java test client of one Kafka version. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct JavaClient {
@@ -176,10 +194,14 @@ impl JavaClient {
     }
 
     fn run(&self, args: &[String], stdin: Option<Vec<u8>>) -> Result<(String, Vec<Value>)> {
+        self.run_within(args, stdin, CLIENT_TIMEOUT)
+    }
+
+    fn run_within(&self, args: &[String], stdin: Option<Vec<u8>>, timeout: Duration) -> Result<(String, Vec<Value>)> {
         let mut cmd = self.command();
         cmd.args(args);
         let described = util::describe_command(&cmd);
-        let output = util::run_captured(cmd, stdin, true, CLIENT_TIMEOUT)?;
+        let output = util::run_captured(cmd, stdin, true, timeout)?;
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
         let values = parse_json_lines(&described, &stdout)?;
         Ok((described, values))
@@ -241,6 +263,40 @@ impl JavaClient {
         args.extend(opts.args());
         let (described, values) = self.run(&args, None)?;
         records_from_json(&described, &values)
+    }
+
+    /// Tails every partition of `topic` from its beginning for `follow`, then reads up to the end
+    /// offsets seen at that moment (`opts.timeout_ms` bounds the whole), as a client of the cluster
+    /// would during an incident: records in the order they arrived (not sorted, duplicates kept),
+    /// and what the consumer lived through.
+    ///
+    /// # Errors
+    /// If the consumer fails or does not reach the end offsets in time (the error has its stderr).
+    pub fn follow(&self, bootstrap: &str, topic: &str, opts: &ConsumeOptions, follow: Duration) -> Result<Followed> {
+        let mut args = strings(&["consume", "--bootstrap", bootstrap, "--topic", topic, "--follow-ms", &follow.as_millis().to_string()]);
+        args.extend(opts.args());
+        let (described, values) = self.run_within(&args, None, Duration::from_millis(opts.timeout_ms) + Duration::from_secs(30))?;
+        let mut followed = Followed::default();
+        for v in values {
+            if let Some(summary) = v.get("summary") {
+                let count = |name: &str| summary.get(name).and_then(Value::as_u64).unwrap_or(0);
+                followed.polls = count("polls");
+                followed.poll_errors = count("pollErrors");
+                followed.longest_gap = Duration::from_millis(count("longestGapMs"));
+                followed.connections_created = count("connection-creation-total");
+                followed.connections_closed = count("connection-close-total");
+                followed.requests = count("request-total");
+            } else if let Some(error) = v.get("error").and_then(Value::as_str) {
+                followed.errors.push(error.to_owned());
+            } else {
+                followed.records.push(ConsumedRecord::from_json(&v).map_err(|reason| HarnessError::BadOutput {
+                    command: described.clone(),
+                    reason: format!("{reason} in {v}"),
+                    output_head: String::new(),
+                })?);
+            }
+        }
+        Ok(followed)
     }
 
     /// A share consumer (Kafka 4.1+) in share group `group` receives `count` records of `topic`,

@@ -54,7 +54,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use client::{
-    GroupOffset, JavaClient, PartitionOffsets, PartitionProducers, PartitionState, ProducerState, ShareMember, TopicDescription, wait_topic_ready,
+    Followed, GroupOffset, JavaClient, PartitionOffsets, PartitionProducers, PartitionState, ProducerState, ShareMember, TopicDescription, wait_topic_ready,
 };
 pub use cluster::{BROKER_START_TIMEOUT, Cluster, ClusterSpec, DEFAULT_BROKER_JVM_OPTS};
 pub use dist::{DEFAULT_KAFKA_VERSION, KafkaDist, default_version, dist};
