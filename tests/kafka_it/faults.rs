@@ -161,7 +161,7 @@ impl Case {
             let (proxy, topic) = (self.proxy.bootstrap.clone(), self.topic.clone());
             let follow = producing + Duration::from_secs(5);
             let opts = ConsumeOptions { timeout_ms: (follow + Duration::from_secs(240)).as_millis() as u64, ..ConsumeOptions::read_committed() };
-            tokio::task::spawn_blocking(move || java_client().follow(&proxy, &topic, &opts, follow))
+            tokio::task::spawn_blocking(move || java_client().follow(&proxy, &topic, &opts, follow).map_err(|e| e.to_string()))
         };
         let producers = live_producers(&bootstrap, &self.topic, producing);
         // Let some writes be copied before the fault.
