@@ -144,10 +144,22 @@ class Producers:
             t.join(120)
 
 
-def sample(copier, metrics):
-    return {"t": time.time(), "rss_mib": scale.rss_mib(copier.pid),
+def behind(source, dest):
+    """Records the destination lacks, summed over partitions, from both clusters' high watermarks
+    read directly (not through the relay, not from the proxy's metrics, which cannot see what the
+    source got while it is cut off); None if either side did not answer."""
+    a = scale.end_offsets(source, TOPICS, attempts=1)
+    b = scale.end_offsets(dest, TOPICS, attempts=1)
+    if a is None or b is None:
+        return None
+    return sum(max(0, a[k] - b.get(k, 0)) for k in a)
+
+
+def sample(copier, metrics, source, dest):
+    return {"t": time.time(), "rss_mib": scale.rss_mib(copier.pid), "behind_records": behind(source, dest),
             "lag_records": scale.metric(metrics, "kafka_mirror_proxy_mirror_lag_records", {"mirror": MIRROR}),
-            "lag_seconds": scale.metric(metrics, "kafka_mirror_proxy_mirror_lag_seconds", {"mirror": MIRROR})}
+            "lag_seconds": scale.metric(metrics, "kafka_mirror_proxy_mirror_lag_seconds", {"mirror": MIRROR}),
+            "staleness_seconds": scale.metric(metrics, "kafka_mirror_proxy_mirror_source_staleness_seconds", {"mirror": MIRROR})}
 
 
 def start_fault(relay, kind):
@@ -191,7 +203,7 @@ def main():
         scale.kafka_mirrors(proxy, "--create", "--mirror", MIRROR, "--mirror-config", str(out_dir / "mirror.properties"))
         scale.kafka_mirrors(proxy, "--add", "--mirror", MIRROR, "--topic", "soak\\..*")
         producers = Producers(relay.bootstrap)
-        start = time.monotonic()
+        start, start_wall = time.monotonic(), time.time()
         end = start + args.minutes * 60
         next_fault, k = start + args.fault_every / 2, 0
         while time.monotonic() < end:
@@ -202,29 +214,35 @@ def main():
                 f = {"kind": kind, "start_s": now - start}
                 log(f"  fault {kind} at {f['start_s']:.0f} s")
                 start_fault(relay, kind)
-                peak = 0.0
-                while time.monotonic() < now + args.fault_seconds:
-                    s = sample(copier, metrics)
+                f["behind_peak"], f["staleness_peak_s"], f["metric_lag_peak_s"] = 0, 0.0, 0.0
+
+                def track(s):
                     samples.append(s)
-                    peak = max(peak, s["lag_seconds"] or 0.0)
+                    f["behind_peak"] = max(f["behind_peak"], s["behind_records"] or 0)
+                    f["staleness_peak_s"] = max(f["staleness_peak_s"], s["staleness_seconds"] or 0.0)
+                    f["metric_lag_peak_s"] = max(f["metric_lag_peak_s"], s["lag_seconds"] or 0.0)
+
+                while time.monotonic() < now + args.fault_seconds:
+                    track(sample(copier, metrics, relay.bootstrap, dest))
                     time.sleep(5)
                 f["relay"] = heal(relay)
                 healed = time.monotonic()
-                f["lag_seconds_peak_during"] = peak
-                # Caught up: the oldest record not yet copied is less than a second old again.
+                # Caught up: the destination holds everything the source held when the link healed.
+                at_heal = scale.end_offsets(relay.bootstrap, TOPICS)
+                f["caught_up_after_heal_s"] = None
                 while time.monotonic() < healed + 300:
-                    s = sample(copier, metrics)
-                    samples.append(s)
-                    f["lag_seconds_peak_during"] = max(f["lag_seconds_peak_during"], s["lag_seconds"] or 0.0)
-                    if (s["lag_seconds"] or 0.0) < 1.0:
+                    track(sample(copier, metrics, relay.bootstrap, dest))
+                    d = scale.end_offsets(dest, TOPICS, attempts=1)
+                    if at_heal is not None and d is not None and all(d[k] >= v for k, v in at_heal.items()):
+                        f["caught_up_after_heal_s"] = time.monotonic() - healed
                         break
                     time.sleep(1)
-                f["caught_up_after_heal_s"] = time.monotonic() - healed
-                log(f"  healed; lag peak {f['lag_seconds_peak_during']:.1f} s, caught up {f['caught_up_after_heal_s']:.1f} s after healing")
+                log(f"  healed; {f['behind_peak']} records behind at the peak, source staleness peak {f['staleness_peak_s']:.1f} s, "
+                    f"caught up {f['caught_up_after_heal_s']} s after healing")
                 faults.append(f)
                 next_fault = now + args.fault_every
                 continue
-            samples.append(sample(copier, metrics))
+            samples.append(sample(copier, metrics, relay.bootstrap, dest))
             time.sleep(5)
         producers.stop()
         log(f"  producers stopped: acknowledged {producers.acked}, errors {producers.errors}")
@@ -236,7 +254,7 @@ def main():
         verify, verify_code = r.stdout, r.returncode
         rows = json.loads(verify)
         result = {
-            "commit": commit, "minutes": args.minutes, "acked": producers.acked, "producer_errors": producers.errors,
+            "commit": commit, "minutes": args.minutes, "fault_seconds": args.fault_seconds, "start_wall": start_wall, "acked": producers.acked, "producer_errors": producers.errors,
             "verify_exit": verify_code, "partitions": len(rows),
             "identical": sum(1 for r in rows if r["result"] == "IDENTICAL"),
             "different": [r for r in rows if r["result"] != "IDENTICAL"],
@@ -253,6 +271,9 @@ def main():
 
 def render(r, command):
     rss = [s["rss_mib"] for s in r["samples"] if s["rss_mib"]]
+    t0 = r["start_wall"]
+    heals = [(f["start_s"], f["start_s"] + r["fault_seconds"] + 30 + (f["caught_up_after_heal_s"] or 300)) for f in r["faults"]]
+    quiet = [s for s in r["samples"] if not any(a <= s["t"] - t0 <= b for a, b in heals)]
     tenth = max(1, len(rss) // 10)
     lines = [f"Commit {r['commit']}; `{command}`", "",
              f"- Records acknowledged by the source: {r['acked']}; producer errors {r['producer_errors']}.",
@@ -261,10 +282,14 @@ def render(r, command):
              f"different or unreadable: {[(d['topic'], d['partition'], d['firstDifferingOffset'], d['detail']) for d in r['different']]}.",
              f"- Proxy RSS (MiB): first tenth of the run mean {sum(rss[:tenth]) / tenth:.0f}, last tenth {sum(rss[-tenth:]) / tenth:.0f}, "
              f"max {max(rss):.0f} ({len(rss)} samples every 5 s)." if rss else "- Proxy RSS: no samples.",
-             "", "| fault | start (s) | lag peak during and after (s) | caught up after healing (s) | relay after healing |",
-             "|---|---|---|---|---|"]
+             "- Between faults: records behind (both clusters' high watermarks read directly) "
+             f"max {max([s['behind_records'] or 0 for s in quiet] or [0])}, source staleness max {max([s['staleness_seconds'] or 0 for s in quiet] or [0]):.1f} s "
+             f"({len(quiet)} samples more than 30 s after a heal).",
+             "", "| fault | start (s) | records behind, peak | proxy's lag metric, peak (s) | source staleness metric, peak (s) | caught up after healing (s) | relay after healing |",
+             "|---|---|---|---|---|---|---|"]
     for f in r["faults"]:
-        lines.append(f"| {f['kind']} | {f['start_s']:.0f} | {f['lag_seconds_peak_during']:.1f} | {f['caught_up_after_heal_s']:.1f} | {f['relay']} |")
+        caught = "not within 300" if f["caught_up_after_heal_s"] is None else f"{f['caught_up_after_heal_s']:.1f}"
+        lines.append(f"| {f['kind']} | {f['start_s']:.0f} | {f['behind_peak']} | {f['metric_lag_peak_s']:.1f} | {f['staleness_peak_s']:.1f} | {caught} | {f['relay']} |")
     return "\n".join(lines)
 
 

@@ -223,7 +223,7 @@ def rss_mib(pid):
 
 def start_proxy(procs, dest, run_dir):
     port, metrics = benchlib.free_port(), benchlib.free_port()
-    env = dict(os.environ, RUST_LOG="warn", KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
+    env = dict(os.environ, RUST_LOG=os.environ.get("BENCH_PROXY_LOG", "warn"), KMP_PROXY__LISTEN=f"127.0.0.1:{port}", KMP_PROXY__BROKER_PORT_BASE="0",
                KMP_DESTINATION__BOOTSTRAP_SERVERS=dest, KMP_ADMIN__METRICS_LISTEN=f"127.0.0.1:{metrics}")
     out = open(run_dir / "proxy.log", "w")
     p = procs.start([str(TARGET / "release/kafka-mirror-proxy"), "--config", str(ROOT / "proxy.yaml")], env=env, stdout=out, stderr=out)

@@ -104,6 +104,10 @@ pub struct Metadata {
     pub brokers: BTreeMap<i32, BrokerInfo>,
     /// Topics by name (only those asked for, or all).
     pub topics: BTreeMap<String, TopicInfo>,
+    /// Topics the broker answered with a topic-level error instead (not in `topics`): an
+    /// UNKNOWN_TOPIC_OR_PARTITION here may only mean that the answering broker has not caught up
+    /// with the controller yet. Set on the snapshot a refresh returns, not kept in the cache.
+    pub topic_errors: BTreeMap<String, ErrorCode>,
 }
 
 impl Metadata {
@@ -139,7 +143,8 @@ impl Metadata {
             partitions.sort_by_key(|p| p.partition);
             topics.insert(name.clone(), TopicInfo { name, topic_id: t.topic_id, is_internal: t.is_internal, partitions });
         }
-        let metadata = Self { cluster_id: response.cluster_id.map(|c| c.to_string()), controller_id: response.controller_id.0, brokers, topics };
+        let topic_errors = errors.iter().cloned().collect();
+        let metadata = Self { cluster_id: response.cluster_id.map(|c| c.to_string()), controller_id: response.controller_id.0, brokers, topics, topic_errors };
         (metadata, errors)
     }
 

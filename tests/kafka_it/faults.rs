@@ -401,3 +401,123 @@ async fn a_source_leader_killed_under_acks_1_writes() {
     };
     case.run(Duration::from_secs(40), kill).await;
 }
+
+/// The proxy killed with SIGKILL during `--remove` (right after STOP is recorded) while a source
+/// transaction is open, copying read_committed (the default): nothing of the open transaction was
+/// copied, and after the restart the topic ends STOPPED, holding exactly the source's committed
+/// records, with no open transaction, and writable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_killed_during_remove_with_a_source_transaction_open() {
+    killed_during_remove("read_committed").await;
+}
+
+/// [`the_proxy_killed_during_remove_with_a_source_transaction_open`] copying read_uncommitted:
+/// the open transaction was copied open, and whichever side of the kill the STOPPING abort fell
+/// on, after the restart the destination has it aborted (one ABORT marker per partition), its
+/// last stable offset at its end, and is writable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_killed_during_remove_with_a_source_transaction_open_copied_read_uncommitted() {
+    killed_during_remove("read_uncommitted").await;
+}
+
+async fn killed_during_remove(isolation: &str) {
+    use crate::instances::wait_goal_recorded;
+    use kafka_harness::librdkafka_consume;
+    use kafka_mirror_proxy::mirror::records::TopicGoal;
+
+    let (src, dst, java) = (source(), destination(), java_client());
+    let state_topic = unique_name("__kill_remove_state");
+    let mut proxy = ProxyProcess::start(&dst.bootstrap(), &state_topic, "  session_timeout_ms: 6000\n  heartbeat_interval_ms: 1000\n");
+    let topic = unique_name("kill-remove-txn");
+    java.create_topic(&src.bootstrap(), &topic, 2, 1, &[]).unwrap();
+    let committed: Vec<ProduceLine> = (0..40).map(|i| record(i % 2, i as usize, "committed").into()).collect();
+    java.produce(&src.bootstrap(), &topic, &ProduceOptions { idempotent: true, ..Default::default() }, &committed).unwrap();
+    // A transaction left open: the producer halts without ending it, and the source would abort it
+    // only after transaction.timeout.ms (longer than the test).
+    let open = ProduceOptions {
+        transactional_id: Some(unique_name("open-at-failover")),
+        compression: Compression::Zstd,
+        props: vec![("transaction.timeout.ms".into(), "600000".into())],
+        ..Default::default()
+    };
+    let mut lines = vec![ProduceLine::Begin];
+    lines.extend((0..10).map(|i| ProduceLine::from(record(i % 2, 100 + i as usize, "open"))));
+    lines.push(ProduceLine::Halt);
+    java.produce(&src.bootstrap(), &topic, &open, &lines).unwrap();
+
+    let (s, d) = (client(&src.bootstrap()).await, client(&dst.bootstrap()).await);
+    let both = [0, 1];
+    let source_end = s.list_offsets(&topic, &both, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.unwrap();
+    let source_stable = s.list_offsets(&topic, &both, OffsetSpec::Latest, IsolationLevel::ReadCommitted).await.unwrap();
+    assert!(source_stable.iter().all(|(p, lso)| *lso < source_end[p]), "the source transaction should be open: {source_stable:?} < {source_end:?}");
+
+    let mirror = unique_name("failover");
+    let config = properties_file(&format!("bootstrap.servers={}\nmirror.isolation.level={isolation}\n", src.bootstrap()));
+    let created = poll_until(Duration::from_secs(60), || async {
+        cli_async(&["--bootstrap-server", &proxy.bootstrap, "--create", "--mirror", &mirror, "--mirror-config", &config]).await.0.then_some(())
+    })
+    .await;
+    assert!(created.is_some(), "kafka-mirrors --create");
+    let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--add", "--mirror", &mirror, "--topic", &topic]).await;
+    assert!(ok, "{err}");
+    // Copied as far as the isolation level lets it: the open transaction too under read_uncommitted.
+    let goal = if isolation == "read_uncommitted" { source_end.clone() } else { source_stable.clone() };
+    let copied = poll_until(Duration::from_secs(120), || async {
+        let end = d.list_offsets(&topic, &both, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.ok()?;
+        (end == goal).then_some(())
+    })
+    .await;
+    assert!(copied.is_some(), "{isolation}: not copied up to {goal:?}: {:?}", describe(&proxy.bootstrap, &mirror).await);
+    assert_eq!(open_transactions(&d, &topic).await, if isolation == "read_uncommitted" { 2 } else { 0 }, "{isolation}: open transactions copied");
+
+    // --remove, and SIGKILL as soon as STOP is in the state topic.
+    let remove = {
+        let (b, m, t) = (proxy.bootstrap.clone(), mirror.clone(), topic.clone());
+        tokio::spawn(async move { cli_async(&["--bootstrap-server", &b, "--remove", "--mirror", &m, "--topic", &t]).await })
+    };
+    wait_goal_recorded(&d, &state_topic, &topic, Some(TopicGoal::Mirror), TopicGoal::Stop).await;
+    proxy.kill();
+    let still_open = open_transactions(&d, &topic).await;
+    eprintln!("[kill-during-remove {isolation}] killed with {still_open} mirrored transaction(s) still open on the destination");
+    let _ = remove.await;
+    proxy.restart();
+    wait_goal_recorded(&d, &state_topic, &topic, Some(TopicGoal::Stop), TopicGoal::Stopped).await;
+
+    assert_eq!(open_transactions(&d, &topic).await, 0, "{isolation}: a mirrored transaction is still open after STOPPED");
+    let end = d.list_offsets(&topic, &both, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.unwrap();
+    let stable = d.list_offsets(&topic, &both, OffsetSpec::Latest, IsolationLevel::ReadCommitted).await.unwrap();
+    assert_eq!(stable, end, "{isolation}: the destination's last stable offset must reach its end");
+    let expected_end: std::collections::BTreeMap<i32, i64> = if isolation == "read_uncommitted" {
+        source_end.iter().map(|(p, o)| (*p, o + 1)).collect() // the ABORT marker after the copied transaction
+    } else {
+        source_stable.clone() // nothing past the source's last stable offset
+    };
+    assert_eq!(end, expected_end, "{isolation}: destination end offsets");
+    let source_committed = java.consume(&src.bootstrap(), &topic, &ConsumeOptions::read_committed()).unwrap();
+    assert_eq!(source_committed.len(), 40);
+    let dest_committed = java.consume(&dst.bootstrap(), &topic, &ConsumeOptions::read_committed()).unwrap();
+    assert_eq!(dest_committed, source_committed, "{isolation}: read_committed on the destination");
+    assert_eq!(librdkafka_consume(&dst.bootstrap(), &topic, &ConsumeOptions::read_committed()).unwrap(), source_committed, "{isolation}: librdkafka");
+
+    // Writable after failover, transactions included, at the destination's next offsets.
+    let after = ProduceOptions {
+        transactional_id: Some(unique_name("after-failover")),
+        props: vec![("delivery.timeout.ms".into(), "10000".into()), ("request.timeout.ms".into(), "5000".into())],
+        ..Default::default()
+    };
+    let lines = vec![ProduceLine::Begin, record(0, 900, "after").into(), record(1, 901, "after").into(), ProduceLine::Commit];
+    let landed =
+        poll_until(Duration::from_secs(60), || async { java.produce(&proxy.bootstrap, &topic, &after, &lines).ok() }).await.expect("writable after remove");
+    assert_eq!(landed, vec![(0, end[&0]), (1, end[&1])], "{isolation}: the first writes after failover take the destination's next offsets");
+    let through_proxy = java.consume(&proxy.bootstrap, &topic, &ConsumeOptions::read_committed()).unwrap();
+    assert_eq!(through_proxy.len(), 42, "{isolation}: the committed records and the two written after failover");
+}
+
+/// Open transactions on partitions 0 and 1 of `topic` (DescribeProducers).
+async fn open_transactions(d: &kafka_mirror_proxy::client::Client, topic: &str) -> usize {
+    let mut open = 0;
+    for p in [0, 1] {
+        open += d.describe_producers(topic, p).await.unwrap().iter().filter(|s| s.current_txn_start_offset >= 0).count();
+    }
+    open
+}

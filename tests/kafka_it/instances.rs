@@ -172,7 +172,7 @@ async fn two_instances_share_the_copying_and_the_survivor_takes_over() {
 
 /// Waits until `topic`'s records in the state topic (read straight from the destination, as any
 /// instance's tail reads them) show `goal` after the last record with goal `after` (if given).
-async fn wait_goal_recorded(dst: &Client, state_topic: &str, topic: &str, after: Option<TopicGoal>, goal: TopicGoal) {
+pub(crate) async fn wait_goal_recorded(dst: &Client, state_topic: &str, topic: &str, after: Option<TopicGoal>, goal: TopicGoal) {
     let seen = poll_until(Duration::from_secs(60), || async {
         let (records, _) = kafka_mirror_proxy::mirror::store::read_state_topic(dst, state_topic).await.ok()?;
         let goals: Vec<Option<TopicGoal>> = records

@@ -174,6 +174,8 @@ struct Table {
     unrouted: BTreeSet<Key>,
     /// Topics whose identity the route task checks at its next refresh.
     check_topics: BTreeSet<String>,
+    /// Topics the source's metadata did not know, since when (see `route`).
+    missing: HashMap<String, Instant>,
 }
 
 /// Shared by the fetch side's tasks and handles.

@@ -5,12 +5,17 @@
 //!
 //! ```text
 //!   woken (unrouted partitions, topics to check) or every IDENTITY_INTERVAL
-//!     └─► refresh metadata of those topics ─┬─ topic gone ──────────► FAILED: deleted
+//!     └─► refresh metadata of those topics ─┬─ topic unknown for 10 s ► FAILED: deleted
 //!                                           ├─ other topic id ──────► FAILED: re-created
 //!                                           ├─ other cluster id ────► FAILED: cluster changed
 //!                                           ├─ leader known ────────► its loop (started if new)
 //!                                           └─ no leader yet ───────► stays; again after a backoff
 //! ```
+//!
+//! A topic missing from one answer is not yet a deleted topic: a broker that has just restarted (a
+//! rolling restart of the source) answers UNKNOWN_TOPIC_OR_PARTITION until it has caught up with
+//! the controller, and other topic errors pass too. Only a topic unknown to every answer for
+//! [`DELETION_CONFIRM`] fails its partitions; meanwhile they are checked again after a backoff.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,12 +24,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::{Fetched, Key, Shared, lock};
+use super::{Fetched, Key, Shared, Table, lock};
 use crate::client::Backoff;
+use crate::protocol::ErrorCode;
 use crate::replicator::error::ReplicationError;
 
 /// How often every registered topic's identity and leaders are checked without a reason.
 const IDENTITY_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a topic must stay unknown to the source before its partitions fail as deleted.
+pub(super) const DELETION_CONFIRM: Duration = Duration::from_secs(10);
 
 pub(super) async fn run(shared: Arc<Shared>) {
     let mut backoff: Option<Backoff> = None;
@@ -72,25 +80,46 @@ pub(super) async fn run(shared: Arc<Shared>) {
         suspects.extend(table.unrouted.iter().cloned());
         suspects.sort();
         suspects.dedup();
+        let now = Instant::now();
+        let mut recheck: HashSet<String> = HashSet::new();
         for key in &suspects {
-            let Some(reg) = table.partitions.get(key) else { continue };
+            let Some(identity) = table.partitions.get(key).map(|reg| reg.identity.clone()) else { continue };
             let failure = match (metadata.topics.get(&key.0), &metadata.cluster_id) {
-                (_, Some(now)) if !reg.identity.cluster_id.is_empty() && *now != reg.identity.cluster_id => {
-                    Some(ReplicationError::SourceClusterChanged { recorded: reg.identity.cluster_id.clone(), now: now.clone() })
+                (_, Some(cluster)) if !identity.cluster_id.is_empty() && *cluster != identity.cluster_id => {
+                    Some(ReplicationError::SourceClusterChanged { recorded: identity.cluster_id.clone(), now: cluster.clone() })
                 }
-                (None, _) => Some(ReplicationError::SourceTopicChanged { topic: key.0.clone(), detail: "was deleted".to_owned() }),
-                (Some(t), _) if !t.topic_id.is_nil() && !reg.identity.topic_id.is_nil() && t.topic_id != reg.identity.topic_id => {
-                    Some(ReplicationError::SourceTopicChanged {
+                (None, _) => {
+                    let error = metadata.topic_errors.get(&key.0);
+                    let unknown = matches!(error, None | Some(ErrorCode::UnknownTopicOrPartition));
+                    let since = if unknown { *table.missing.entry(key.0.clone()).or_insert(now) } else { now };
+                    if unknown && now.duration_since(since) >= DELETION_CONFIRM {
+                        Some(ReplicationError::SourceTopicChanged { topic: key.0.clone(), detail: "was deleted".to_owned() })
+                    } else {
+                        debug!(topic = %key.0, ?error, "source topic missing from the metadata; checking again");
+                        recheck.insert(key.0.clone());
+                        None
+                    }
+                }
+                (Some(t), _) => {
+                    table.missing.remove(&key.0);
+                    (!t.topic_id.is_nil() && !identity.topic_id.is_nil() && t.topic_id != identity.topic_id).then(|| ReplicationError::SourceTopicChanged {
                         topic: key.0.clone(),
-                        detail: format!("was re-created (topic id {} is now {})", reg.identity.topic_id, t.topic_id),
+                        detail: format!("was re-created (topic id {} is now {})", identity.topic_id, t.topic_id),
                     })
                 }
-                _ => None,
             };
             if let Some(e) = failure {
                 tracing::error!(topic = %key.0, partition = key.1, reason = %e.reason(), "source changed; partition FAILED");
                 table.end(key, Fetched::Failed(e));
             }
+        }
+        {
+            let Table { missing, partitions, .. } = &mut *table;
+            missing.retain(|topic, _| partitions.keys().any(|(t, _)| t == topic));
+        }
+        if !recheck.is_empty() {
+            table.check_topics.extend(recheck.iter().cloned());
+            backoff.get_or_insert_with(|| Backoff::new(&shared.config.backoff));
         }
         // Leaders: unrouted partitions to their leader's loop; on the periodic check, partitions
         // whose leader moved too (their loop would also learn it from a fetch error).
@@ -115,7 +144,9 @@ pub(super) async fn run(shared: Arc<Shared>) {
         for (key, leader) in moves {
             shared.assign(&mut table, &key, leader);
         }
-        if table.unrouted.is_empty() {
+        if !recheck.is_empty() {
+            // Checked again after the backoff.
+        } else if table.unrouted.is_empty() {
             backoff = None;
         } else {
             debug!(partitions = table.unrouted.len(), "source partitions without a leader; looking again");
