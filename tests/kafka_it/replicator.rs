@@ -318,25 +318,30 @@ async fn follows_the_source_log_start_offset() {
 }
 
 /// A record written straight to a destination partition fails that partition with a reason naming
-/// the offset while the others keep mirroring; a deleted and re-created source topic fails too.
+/// the offset while the others keep mirroring; a deleted and re-created source topic fails too,
+/// and so does one deleted for good (once the source has not known it for a while).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn divergence_and_recreated_source_topics_fail_their_partitions() {
     let (src, dst, java) = (source(), destination(), java_client());
     let topic = unique_name("mirror-diverge");
     let recreated = unique_name("mirror-recreate");
+    let deleted = unique_name("mirror-deleted");
     java.create_topic(&src.bootstrap(), &topic, 3, 1, &[]).unwrap();
     java.create_topic(&src.bootstrap(), &recreated, 1, 1, &[]).unwrap();
+    java.create_topic(&src.bootstrap(), &deleted, 1, 1, &[]).unwrap();
     let write = |t: &str, from: usize| {
-        let lines: Vec<ProduceLine> = (from..from + 9).map(|i| record((i % 3) as i32 % if t == recreated { 1 } else { 3 }, i, "d").into()).collect();
+        let lines: Vec<ProduceLine> = (from..from + 9).map(|i| record((i % 3) as i32 % if t == topic { 3 } else { 1 }, i, "d").into()).collect();
         java.produce(&src.bootstrap(), t, &JavaProduceOptions::default(), &lines).unwrap();
     };
     write(&topic, 0);
     write(&recreated, 0);
-    let topics = [topic.clone(), recreated.clone()];
+    write(&deleted, 0);
+    let topics = [topic.clone(), recreated.clone(), deleted.clone()];
     let replicator = start(src, dst, &topics, IsolationLevel::ReadCommitted).await;
     let src_client = client(&src.bootstrap()).await;
     wait_caught_up(&replicator, &src_client, &topic).await;
     wait_caught_up(&replicator, &src_client, &recreated).await;
+    wait_caught_up(&replicator, &src_client, &deleted).await;
 
     // Someone bypasses the proxy and writes to partition 1 of the mirror topic.
     let stray = java.produce(&dst.bootstrap(), &topic, &JavaProduceOptions::default(), &[ProducerRecord::to(1).value("stray").into()]).unwrap();
@@ -382,6 +387,22 @@ async fn divergence_and_recreated_source_topics_fail_their_partitions() {
     .await
     .expect("the re-created topic's partition goes FAILED");
     assert!(reason.contains("deleted") || reason.contains("re-created"), "{reason}");
+
+    java.delete_topic(&src.bootstrap(), &deleted).unwrap();
+    let reason = poll_until(CATCH_UP, || async {
+        replicator.status().into_iter().find(|s| s.topic == deleted).and_then(|s| match s.state {
+            CopyState::Failed { reason } => Some(reason),
+            _ => None,
+        })
+    })
+    .await
+    .expect("the deleted topic's partition goes FAILED");
+    assert!(reason.contains("was deleted"), "{reason}");
+    assert!(
+        replicator.status().iter().filter(|s| s.topic == topic && s.partition != 1).all(|s| s.state == CopyState::Mirroring),
+        "the other topic's partitions keep mirroring: {:?}",
+        replicator.status()
+    );
     replicator.shutdown().await;
 }
 

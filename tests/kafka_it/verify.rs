@@ -112,6 +112,13 @@ async fn verify_passes_on_a_healthy_mirror_and_names_each_difference() {
     let txn_records: u64 = (0..2).map(|p| row(&rows, &txn, p)["records"].as_u64().unwrap()).sum();
     assert_eq!(txn_records, 24 + 6, "committed and aborted records are both compared");
     assert_eq!(row(&rows, &compacted, 0)["compacted"], true);
+    // Throttled (a few times below the bytes read, so the pacer waits), the same ranges are checked
+    // with the same outcome and digests.
+    let read: u64 = rows.iter().map(|r| r["bytesRead"].as_u64().unwrap()).sum();
+    let rate = (read / 4).max(1024).to_string();
+    let (code, throttled, err) = verify(&proxy, &mirror, &["--throttle", &rate]).await;
+    assert_eq!(code, Some(0), "--verify --throttle {rate}: {throttled:?}\n{err}");
+    assert_eq!(throttled, rows, "--throttle {rate} ({read} bytes read) changed what was checked");
     // The table names the same.
     let pattern = format!("{}\\..*", regex::escape(&prefix));
     let (code, out, _) = cli_code_async(&["--bootstrap-server", &proxy, "--verify", "--mirror", &mirror, "--topic", &pattern]).await;

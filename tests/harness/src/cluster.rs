@@ -79,6 +79,8 @@ jvm=$!
 (
   while read -r cmd <&3; do
     if [ "$cmd" = term ]; then kill -TERM "$jvm" 2>/dev/null; fi
+    if [ "$cmd" = stop ]; then kill -STOP "$jvm" 2>/dev/null; fi
+    if [ "$cmd" = cont ]; then kill -CONT "$jvm" 2>/dev/null; fi
   done
   kill -KILL "$jvm" 2>/dev/null
 ) &
@@ -529,6 +531,34 @@ impl Cluster {
             proc.kill();
         }
         Ok(())
+    }
+
+    /// Freezes one node's JVM (SIGSTOP): its connections stay open and nothing answers, as a broker
+    /// stuck in a long GC pause. [`Cluster::resume_broker`] lets it go on; killing it works too.
+    ///
+    /// # Errors
+    /// External cluster, unknown node, or a node that is down.
+    pub fn pause_broker(&self, node_id: i32) -> Result<()> {
+        self.signal_broker(node_id, b"stop\n")
+    }
+
+    /// Lets a node frozen by [`Cluster::pause_broker`] go on (SIGCONT).
+    ///
+    /// # Errors
+    /// As [`Cluster::pause_broker`].
+    pub fn resume_broker(&self, node_id: i32) -> Result<()> {
+        self.signal_broker(node_id, b"cont\n")
+    }
+
+    fn signal_broker(&self, node_id: i32, command: &[u8]) -> Result<()> {
+        let managed = self.managed("signal a broker of")?;
+        let index = self.node_index(managed, node_id)?;
+        let mut procs = managed.lock_procs();
+        let control = procs[index]
+            .as_mut()
+            .and_then(|p| p.control.as_mut())
+            .ok_or_else(|| HarnessError::InvalidArgument(format!("cluster {}: node {node_id} is not running", self.name)))?;
+        control.write_all(command).and_then(|()| control.flush()).map_err(|e| HarnessError::io("signalling a broker", e))
     }
 
     /// Stops one node gracefully (SIGTERM: controlled shutdown, leadership moves first) and waits until
