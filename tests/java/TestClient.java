@@ -338,22 +338,7 @@ public final class TestClient {
             return follow(p, topic, Long.parseLong(follow), deadline);
         }
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
-            List<TopicPartition> partitions = new ArrayList<>();
-            String only = a.get("partition");
-            if (only != null) {
-                partitions.add(new TopicPartition(topic, Integer.parseInt(only)));
-            } else {
-                List<PartitionInfo> infos = consumer.partitionsFor(topic, Duration.ofMillis(a.timeoutMs()));
-                if (infos == null || infos.isEmpty()) {
-                    throw new IllegalStateException("topic " + topic + " not found");
-                }
-                for (PartitionInfo info : infos) {
-                    partitions.add(new TopicPartition(topic, info.partition()));
-                }
-                partitions.sort(Comparator.comparingInt(TopicPartition::partition));
-            }
-            consumer.assign(partitions);
-            consumer.seekToBeginning(partitions);
+            List<TopicPartition> partitions = assignFromBeginning(consumer, topic, a.get("partition"), a.timeoutMs());
             Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
             Set<TopicPartition> remaining = new HashSet<>(partitions);
             remaining.removeIf(tp -> consumer.position(tp) >= end.get(tp));
@@ -378,6 +363,26 @@ public final class TestClient {
         return 0;
     }
 
+    /** Assigns partition `only` of the topic (all of them if null), sorted, each from its beginning. */
+    private static List<TopicPartition> assignFromBeginning(KafkaConsumer<byte[], byte[]> consumer, String topic, String only, long timeoutMs) {
+        List<TopicPartition> partitions = new ArrayList<>();
+        if (only != null) {
+            partitions.add(new TopicPartition(topic, Integer.parseInt(only)));
+        } else {
+            List<PartitionInfo> infos = consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs));
+            if (infos == null || infos.isEmpty()) {
+                throw new IllegalStateException("topic " + topic + " not found");
+            }
+            for (PartitionInfo info : infos) {
+                partitions.add(new TopicPartition(topic, info.partition()));
+            }
+            partitions.sort(Comparator.comparingInt(TopicPartition::partition));
+        }
+        consumer.assign(partitions);
+        consumer.seekToBeginning(partitions);
+        return partitions;
+    }
+
     /**
      * consume --follow-ms: tails every partition of the topic from its beginning for followMs, then
      * reads up to the end offsets seen at that moment. Records are printed as they arrive; an
@@ -388,16 +393,7 @@ public final class TestClient {
         long polls = 0, records = 0, errors = 0, longestGapMs = 0;
         long lastProgress = started;
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
-            List<PartitionInfo> infos = consumer.partitionsFor(topic, Duration.ofMillis(Math.max(1, deadline - started)));
-            if (infos == null || infos.isEmpty()) {
-                throw new IllegalStateException("topic " + topic + " not found");
-            }
-            List<TopicPartition> partitions = new ArrayList<>();
-            for (PartitionInfo info : infos) {
-                partitions.add(new TopicPartition(topic, info.partition()));
-            }
-            consumer.assign(partitions);
-            consumer.seekToBeginning(partitions);
+            List<TopicPartition> partitions = assignFromBeginning(consumer, topic, null, Math.max(1, deadline - started));
             Map<TopicPartition, Long> end = null;
             while (true) {
                 long now = System.currentTimeMillis();

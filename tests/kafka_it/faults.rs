@@ -450,7 +450,7 @@ async fn killed_during_remove(isolation: &str) {
 
     let (src, dst, java) = (source(), destination(), java_client());
     let state_topic = unique_name("__kill_remove_state");
-    let mut proxy = ProxyProcess::start(&dst.bootstrap(), &state_topic, "  session_timeout_ms: 6000\n  heartbeat_interval_ms: 1000\n");
+    let mut proxy = ProxyProcess::start(&dst.bootstrap(), &state_topic, crate::instances::MEMBERSHIP);
     let topic = unique_name("kill-remove-txn");
     java.create_topic(&src.bootstrap(), &topic, 2, 1, &[]).unwrap();
     let committed: Vec<ProduceLine> = (0..40).map(|i| record(i % 2, i as usize, "committed").into()).collect();
@@ -475,12 +475,7 @@ async fn killed_during_remove(isolation: &str) {
     assert!(source_stable.iter().all(|(p, lso)| *lso < source_end[p]), "the source transaction should be open: {source_stable:?} < {source_end:?}");
 
     let mirror = unique_name("failover");
-    let config = properties_file(&format!("bootstrap.servers={}\nmirror.isolation.level={isolation}\n", src.bootstrap()));
-    let created = poll_until(Duration::from_secs(60), || async {
-        cli_async(&["--bootstrap-server", &proxy.bootstrap, "--create", "--mirror", &mirror, "--mirror-config", &config]).await.0.then_some(())
-    })
-    .await;
-    assert!(created.is_some(), "kafka-mirrors --create");
+    crate::operations::create_mirror(&proxy.bootstrap, &mirror, &format!("mirror.isolation.level={isolation}\n")).await;
     let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--add", "--mirror", &mirror, "--topic", &topic]).await;
     assert!(ok, "{err}");
     // Copied as far as the isolation level lets it: the open transaction too under read_uncommitted.

@@ -17,7 +17,7 @@ use crate::binaries::{ProxyProcess, cli_async, describe, properties_file, sample
 use crate::common::{authorizing_cluster, client, fetch_all_batches, payloads, poll_until};
 
 /// Fast failure detection for tests: the broker's minimum session timeout (6 s by default).
-const MEMBERSHIP: &str = "  session_timeout_ms: 6000\n  heartbeat_interval_ms: 1000\n";
+pub(crate) const MEMBERSHIP: &str = "  session_timeout_ms: 6000\n  heartbeat_interval_ms: 1000\n";
 /// How long mirroring may take to catch up or a takeover to complete.
 const SETTLE: Duration = Duration::from_secs(120);
 

@@ -91,7 +91,7 @@ async fn cli_ok(args: &[&str]) -> String {
 }
 
 /// Creates `mirror` from the shared source with `extra` settings, once the proxy answers.
-async fn create_mirror(proxy: &str, mirror: &str, extra: &str) {
+pub(crate) async fn create_mirror(proxy: &str, mirror: &str, extra: &str) {
     let config = properties_file(&format!("bootstrap.servers={}\n{extra}", source().bootstrap()));
     let created = poll_until(Duration::from_secs(60), || async {
         let (ok, out, _) = cli_async(&["--bootstrap-server", proxy, "--create", "--mirror", mirror, "--mirror-config", &config]).await;

@@ -317,6 +317,17 @@ async fn follows_the_source_log_start_offset() {
     replicator.shutdown().await;
 }
 
+/// Polls (up to [`CATCH_UP`]) until `topic`-`partition` is FAILED; its reason.
+async fn failed_reason(replicator: &Replicator, topic: &str, partition: i32) -> Option<String> {
+    poll_until(CATCH_UP, || async {
+        replicator.status().into_iter().find(|s| s.topic == topic && s.partition == partition).and_then(|s| match s.state {
+            CopyState::Failed { reason } => Some(reason),
+            _ => None,
+        })
+    })
+    .await
+}
+
 /// A record written straight to a destination partition fails that partition with a reason naming
 /// the offset while the others keep mirroring; a deleted and re-created source topic fails too,
 /// and so does one deleted for good (once the source has not known it for a while).
@@ -347,14 +358,7 @@ async fn divergence_and_recreated_source_topics_fail_their_partitions() {
     let stray = java.produce(&dst.bootstrap(), &topic, &JavaProduceOptions::default(), &[ProducerRecord::to(1).value("stray").into()]).unwrap();
     let stray_offset = stray[0].1;
     write(&topic, 100);
-    let failed = poll_until(CATCH_UP, || async {
-        replicator.status().into_iter().find(|s| s.topic == topic && s.partition == 1).and_then(|s| match s.state {
-            CopyState::Failed { reason } => Some(reason),
-            _ => None,
-        })
-    })
-    .await
-    .expect("partition 1 goes FAILED");
+    let failed = failed_reason(&replicator, &topic, 1).await.expect("partition 1 goes FAILED");
     assert!(failed.contains(&format!("offset {stray_offset}")), "reason names the offset: {failed}");
     // The other partitions keep mirroring.
     write(&topic, 200);
@@ -378,25 +382,11 @@ async fn divergence_and_recreated_source_topics_fail_their_partitions() {
     assert!(gone.is_some());
     java.create_topic(&src.bootstrap(), &recreated, 1, 1, &[]).unwrap();
     write(&recreated, 300);
-    let reason = poll_until(CATCH_UP, || async {
-        replicator.status().into_iter().find(|s| s.topic == recreated).and_then(|s| match s.state {
-            CopyState::Failed { reason } => Some(reason),
-            _ => None,
-        })
-    })
-    .await
-    .expect("the re-created topic's partition goes FAILED");
+    let reason = failed_reason(&replicator, &recreated, 0).await.expect("the re-created topic's partition goes FAILED");
     assert!(reason.contains("deleted") || reason.contains("re-created"), "{reason}");
 
     java.delete_topic(&src.bootstrap(), &deleted).unwrap();
-    let reason = poll_until(CATCH_UP, || async {
-        replicator.status().into_iter().find(|s| s.topic == deleted).and_then(|s| match s.state {
-            CopyState::Failed { reason } => Some(reason),
-            _ => None,
-        })
-    })
-    .await
-    .expect("the deleted topic's partition goes FAILED");
+    let reason = failed_reason(&replicator, &deleted, 0).await.expect("the deleted topic's partition goes FAILED");
     assert!(reason.contains("was deleted"), "{reason}");
     assert!(
         replicator.status().iter().filter(|s| s.topic == topic && s.partition != 1).all(|s| s.state == CopyState::Mirroring),

@@ -144,10 +144,10 @@ pub(super) async fn run(shared: Arc<Shared>) {
         for (key, leader) in moves {
             shared.assign(&mut table, &key, leader);
         }
-        if !recheck.is_empty() {
-            // Checked again after the backoff.
-        } else if table.unrouted.is_empty() {
-            backoff = None;
+        if table.unrouted.is_empty() {
+            if recheck.is_empty() {
+                backoff = None;
+            }
         } else {
             debug!(partitions = table.unrouted.len(), "source partitions without a leader; looking again");
             backoff.get_or_insert_with(|| Backoff::new(&shared.config.backoff));
