@@ -286,6 +286,22 @@ impl Client {
         }
     }
 
+    /// Refreshes the cached brokers (and cluster id and controller) with one Metadata request that
+    /// names no topic; the cached topics stay. A failure leaves the cache as it was.
+    async fn refresh_brokers(&self) {
+        let request = MetadataRequest::default().with_topics(Some(Vec::new()));
+        match Box::pin(self.metadata_once(&request)).await {
+            Ok(response) => {
+                let (fresh, _) = Metadata::from_response(response);
+                let mut cached = self.lock_metadata();
+                cached.cluster_id = fresh.cluster_id;
+                cached.controller_id = fresh.controller_id;
+                cached.brokers = fresh.brokers;
+            }
+            Err(e) => debug!(error = %e, "broker list refresh failed"),
+        }
+    }
+
     /// One metadata attempt: known brokers first, then the bootstrap list. A security failure ends
     /// the attempt at once (the same credentials and trust apply to every broker).
     async fn metadata_once(&self, request: &MetadataRequest) -> Result<MetadataResponse, ConnectionError> {
@@ -333,7 +349,16 @@ impl Client {
                 return Ok(conn.clone());
             }
         }
-        let addr = self.lock_metadata().brokers.get(&id).map(BrokerInfo::addr).ok_or(ClientError::UnknownBroker { broker: id })?;
+        let cached = self.lock_metadata().brokers.get(&id).map(BrokerInfo::addr);
+        let addr = match cached {
+            Some(addr) => addr,
+            None => {
+                // The cache may be from while the broker was down (a rolling restart): ask once
+                // which brokers are alive before giving up on it.
+                self.refresh_brokers().await;
+                self.lock_metadata().brokers.get(&id).map(BrokerInfo::addr).ok_or(ClientError::UnknownBroker { broker: id })?
+            }
+        };
         let conn = BrokerConnection::connect(&addr, self.config.connection.clone()).await.map_err(|source| ClientError::Connection {
             broker: id,
             api_key: ApiKey::ApiVersions,

@@ -339,3 +339,31 @@ async fn fetch_sessions_return_only_partitions_with_news() {
     let back = c.fetch(leader, &spec(&[(0, 1), (1, 1), (2, 2)]), Some(&mut session)).await.unwrap();
     assert_eq!(back.iter().map(|p| (p.partition, p.high_watermark)).collect::<Vec<_>>(), vec![(0, 2)]);
 }
+
+/// A broker the cached metadata does not list (it was down when the cache was filled, as in a
+/// rolling restart) is looked up again before the client gives up on it: once it is back, a
+/// connection to it opens without anyone refreshing the metadata first. Before, every such call
+/// failed with "broker N is not in the cluster metadata" until some unrelated refresh ran (the
+/// instance group could not reach its coordinator after a rolling restart of the destination).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_down_when_the_metadata_was_cached_is_reachable_once_back() {
+    use kafka_harness::{Cluster, ClusterSpec};
+    let cluster = std::sync::Arc::new(
+        crate::proxy::blocking(|| Cluster::start(ClusterSpec::new(kafka_harness::unique_name("client-restart")).brokers(3)).unwrap()).await,
+    );
+    let c = client(&cluster.bootstrap()).await;
+    let victim = *cluster.node_ids().last().unwrap();
+    let own = cluster.clone();
+    crate::proxy::blocking(move || own.stop_broker(victim).unwrap()).await;
+    let forgotten = crate::common::poll_until(Duration::from_secs(60), || async {
+        c.refresh_metadata(&[]).await.ok().filter(|m| !m.brokers.contains_key(&victim)).map(|_| ())
+    })
+    .await;
+    assert!(forgotten.is_some(), "broker {victim} still listed after it stopped");
+    assert!(!c.cached_metadata().brokers.contains_key(&victim));
+    let own = cluster.clone();
+    crate::proxy::blocking(move || own.start_broker(victim).unwrap()).await;
+    let conn = c.connection(victim).await.unwrap_or_else(|e| panic!("broker {victim} back, but: {e}"));
+    assert!(conn.is_usable());
+    assert!(c.cached_metadata().brokers.contains_key(&victim), "the broker list was refreshed");
+}
