@@ -454,6 +454,7 @@ impl Client {
                                     topic: tp.0.clone(),
                                     partition: tp.1,
                                     fetch_offset: offsets[*tp],
+                                    last_fetched_epoch: -1,
                                     partition_max_bytes,
                                 })
                                 .collect(),

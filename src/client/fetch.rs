@@ -40,6 +40,9 @@ pub struct FetchPartitionSpec {
     pub partition: i32,
     /// First offset wanted.
     pub fetch_offset: i64,
+    /// The leader epoch of the batch that ended at `fetch_offset` (-1: unknown, not checked); see
+    /// [`FetchedPartition::diverging_epoch`].
+    pub last_fetched_epoch: i32,
     /// Cap on this partition's data, bytes.
     pub partition_max_bytes: i32,
 }
@@ -63,12 +66,22 @@ impl FetchSpec {
     /// A fetch of one partition that answers at once.
     pub fn single(topic: &str, partition: i32, fetch_offset: i64, isolation: IsolationLevel, max_bytes: i32) -> Self {
         Self {
-            partitions: vec![FetchPartitionSpec { topic: topic.to_owned(), partition, fetch_offset, partition_max_bytes: max_bytes }],
+            partitions: vec![FetchPartitionSpec { topic: topic.to_owned(), partition, fetch_offset, last_fetched_epoch: -1, partition_max_bytes: max_bytes }],
             isolation,
             max_wait: Duration::ZERO,
             min_bytes: 0,
             max_bytes,
         }
+    }
+
+    /// The same fetch, asking the broker to check each partition's log against `epoch`, the
+    /// leader epoch of the batch the caller last read before the fetch offset.
+    #[must_use]
+    pub fn after_epoch(mut self, epoch: i32) -> Self {
+        for p in &mut self.partitions {
+            p.last_fetched_epoch = epoch;
+        }
+        self
     }
 
     fn options(&self) -> FetchOptions {
@@ -108,6 +121,12 @@ pub struct FetchedPartition {
     pub aborted_transactions: Vec<(i64, i64)>,
     /// Raw record batches; the last one may be cut off.
     pub records: Bytes,
+    /// Set when the request gave a last fetched epoch (Fetch v12+) and the broker's log does not
+    /// continue it: `(epoch, end offset)`, the largest leader epoch the broker has up to the one
+    /// asked for and the offset where it ends, which is before the fetch offset (or the epoch is
+    /// older than asked). The log was truncated below what the caller read, and rewritten, as after
+    /// an unclean leader election. No records come with it.
+    pub diverging_epoch: Option<(i32, i64)>,
 }
 
 /// A whole Fetch answer.
@@ -125,6 +144,7 @@ pub struct Fetched {
 struct Entry {
     topic_id: Uuid,
     fetch_offset: i64,
+    last_fetched_epoch: i32,
     partition_max_bytes: i32,
 }
 
@@ -189,9 +209,11 @@ impl FetchSession {
 
     /// Fetches `topic`-`partition` from `fetch_offset` on (adds it, or moves it). `topic_id` may be
     /// nil: it is then looked up when a request needs it (Fetch v13 and later name topics by id).
-    pub fn set(&mut self, topic: &str, topic_id: Uuid, partition: i32, fetch_offset: i64, partition_max_bytes: i32) {
+    /// `last_fetched_epoch`: the leader epoch of the batch read last before `fetch_offset`, for the
+    /// broker to check its log against (-1: none; see [`FetchedPartition::diverging_epoch`]).
+    pub fn set(&mut self, topic: &str, topic_id: Uuid, partition: i32, fetch_offset: i64, last_fetched_epoch: i32, partition_max_bytes: i32) {
         let key = (topic.to_owned(), partition);
-        let entry = Entry { topic_id, fetch_offset, partition_max_bytes };
+        let entry = Entry { topic_id, fetch_offset, last_fetched_epoch, partition_max_bytes };
         if self.held.get(&key) == Some(&entry) {
             self.changed.remove(&key);
         } else {
@@ -220,7 +242,7 @@ impl FetchSession {
         }
         for p in &spec.partitions {
             let id = self.wanted.get(&(p.topic.clone(), p.partition)).map_or(Uuid::nil(), |e| e.topic_id);
-            self.set(&p.topic, id, p.partition, p.fetch_offset, p.partition_max_bytes);
+            self.set(&p.topic, id, p.partition, p.fetch_offset, p.last_fetched_epoch, p.partition_max_bytes);
         }
     }
 
@@ -333,7 +355,8 @@ impl Client {
                     .with_partition(*partition)
                     .with_current_leader_epoch(-1)
                     .with_fetch_offset(entry.fetch_offset)
-                    .with_last_fetched_epoch(-1)
+                    // The field exists from v12 on; earlier versions cannot carry it.
+                    .with_last_fetched_epoch(if version >= 12 { entry.last_fetched_epoch } else { -1 })
                     .with_log_start_offset(-1)
                     .with_partition_max_bytes(entry.partition_max_bytes),
             );
@@ -407,6 +430,7 @@ impl Client {
                     log_start_offset: p.log_start_offset,
                     aborted_transactions: p.aborted_transactions.unwrap_or_default().into_iter().map(|a| (a.producer_id.0, a.first_offset)).collect(),
                     records: p.records.unwrap_or_default(),
+                    diverging_epoch: (version >= 12 && p.diverging_epoch.epoch >= 0).then_some((p.diverging_epoch.epoch, p.diverging_epoch.end_offset)),
                 });
             }
         }
@@ -465,7 +489,7 @@ mod tests {
     fn only_changes_travel_once_a_session_exists() {
         let mut s = FetchSession::new();
         for p in 0..3 {
-            s.set("t", Uuid::nil(), p, 0, 100);
+            s.set("t", Uuid::nil(), p, 0, -1, 100);
         }
         let (send, forget) = s.request_entries();
         assert_eq!((keys(&send).len(), forget.len()), (3, 0));
@@ -474,10 +498,10 @@ mod tests {
         let (send, forget) = s.request_entries();
         assert!(send.is_empty() && forget.is_empty(), "idle: an empty incremental request");
 
-        s.set("t", Uuid::nil(), 1, 5, 100);
-        s.set("t", Uuid::nil(), 2, 0, 100); // unchanged
+        s.set("t", Uuid::nil(), 1, 5, -1, 100);
+        s.set("t", Uuid::nil(), 2, 0, -1, 100); // unchanged
         s.remove("t", 0);
-        s.set("u", Uuid::nil(), 0, 0, 100);
+        s.set("u", Uuid::nil(), 0, 0, -1, 100);
         let (send, forget) = s.request_entries();
         assert_eq!(keys(&send), vec![("t".to_owned(), 1), ("u".to_owned(), 0)]);
         assert_eq!(forgotten(&forget), vec![("t".to_owned(), 0)]);
@@ -486,11 +510,15 @@ mod tests {
         assert!(s.request_entries().0.is_empty() && s.request_entries().1.is_empty());
 
         // Set back to what the broker holds: nothing to send.
-        s.set("t", Uuid::nil(), 1, 9, 100);
-        s.set("t", Uuid::nil(), 1, 5, 100);
+        s.set("t", Uuid::nil(), 1, 9, -1, 100);
+        s.set("t", Uuid::nil(), 1, 5, -1, 100);
         assert!(s.request_entries().0.is_empty());
+        // A new last fetched epoch at the same offset travels: the broker checks against it.
+        s.set("t", Uuid::nil(), 1, 5, 4, 100);
+        assert_eq!(keys(&s.request_entries().0), vec![("t".to_owned(), 1)]);
+        s.set("t", Uuid::nil(), 1, 5, -1, 100);
         // Added and removed before any request: nothing to send or forget.
-        s.set("v", Uuid::nil(), 0, 0, 100);
+        s.set("v", Uuid::nil(), 0, 0, -1, 100);
         s.remove("v", 0);
         assert!(s.request_entries().0.is_empty() && s.request_entries().1.is_empty());
 
@@ -505,7 +533,7 @@ mod tests {
     #[test]
     fn epochs_wrap_to_one() {
         let mut s = FetchSession::new();
-        s.set("t", Uuid::nil(), 0, 0, 1);
+        s.set("t", Uuid::nil(), 0, 0, -1, 1);
         s.answered(3);
         s.epoch = i32::MAX;
         s.answered(3);

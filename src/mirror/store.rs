@@ -174,7 +174,13 @@ impl StateStore {
     async fn fetch_wait(&self, reader: &Client, offset: i64) -> Result<bytes::Bytes, ClientError> {
         let leader = reader.leader_of(&self.topic, 0).await?;
         let spec = FetchSpec {
-            partitions: vec![FetchPartitionSpec { topic: self.topic.clone(), partition: 0, fetch_offset: offset, partition_max_bytes: LOAD_FETCH_BYTES }],
+            partitions: vec![FetchPartitionSpec {
+                topic: self.topic.clone(),
+                partition: 0,
+                fetch_offset: offset,
+                last_fetched_epoch: -1,
+                partition_max_bytes: LOAD_FETCH_BYTES,
+            }],
             isolation: IsolationLevel::ReadUncommitted,
             max_wait: TAIL_WAIT,
             min_bytes: 1,

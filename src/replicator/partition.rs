@@ -1,7 +1,9 @@
 //! One mirrored partition: PREPARING (resume point, producer state, tail check; asked in bulk
 //! with the other partitions preparing, `prepare.rs`), then MIRRORING (plan and write each fetched
-//! batch at its source offset), FAILED with a reason when the destination diverges or the source
-//! changes identity, or when the copier panics (a bug: the partition then shows the panic's message
+//! batch at its source offset), FAILED with a reason when the destination diverges, the source's
+//! log stops continuing what was copied (truncated below the copy and rewritten, as an unclean
+//! leader election does: every fetch names the leader epoch of the batch copied last, and the
+//! broker answers with a diverging epoch), or the source changes identity, or when the copier panics (a bug: the partition then shows the panic's message
 //! instead of its last state with nothing running).
 //!
 //! ```text

@@ -309,7 +309,13 @@ async fn fetch_sessions_return_only_partitions_with_news() {
     let spec = |offsets: &[(i32, i64)]| FetchSpec {
         partitions: offsets
             .iter()
-            .map(|&(partition, fetch_offset)| FetchPartitionSpec { topic: topic.clone(), partition, fetch_offset, partition_max_bytes: 1 << 20 })
+            .map(|&(partition, fetch_offset)| FetchPartitionSpec {
+                topic: topic.clone(),
+                partition,
+                fetch_offset,
+                last_fetched_epoch: -1,
+                partition_max_bytes: 1 << 20,
+            })
             .collect(),
         isolation: IsolationLevel::ReadUncommitted,
         max_wait: Duration::from_millis(10),

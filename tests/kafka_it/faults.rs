@@ -517,6 +517,125 @@ async fn a_source_leader_killed_under_acks_1_writes() {
     eprintln!("[fault-src-leaderkill] the old leader (node {leader}) after rejoining: {truncated:?}");
 }
 
+/// An unclean leader election on the source: the mirror has copied records that only the old
+/// leader had (its follower had left the ISR), the old leader dies, the stale follower is elected
+/// (`unclean.leader.election.enable=true`) and takes new records, so the source's log passes the
+/// copied offset with other records at the offsets the copy holds. The mirror is cut off from the
+/// source meanwhile, so no fetch sees the source shorter than the copy: only the last fetched epoch
+/// the fetch names can tell (the broker answers with a diverging epoch). The partition must go
+/// FAILED with that reason and copy nothing of the rewritten log; the other partition goes on.
+/// Partition 0 lives on two broker-only nodes, so stopping both leaves the controller quorum alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unclean_leader_election_on_the_source_fails_the_partition() {
+    let java = java_client();
+    let spec = ClusterSpec::new(unique_name("fault-src-unclean")).relayed().brokers(1).spare_brokers(2);
+    let own = Arc::new(blocking(move || Cluster::start(spec).unwrap()).await);
+    let relay = FaultRelay::start(&own.relay_routes()).unwrap();
+    blocking({
+        let own = Arc::clone(&own);
+        move || {
+            own.start_broker(1).unwrap();
+            own.start_broker(2).unwrap();
+        }
+    })
+    .await;
+    let topic = unique_name("unclean");
+    java.create_topic(&own.bootstrap(), &topic, 2, 1, &[("unclean.leader.election.enable", "true")]).unwrap();
+    let leader = java.reassign(&own.bootstrap(), &topic, 0, &[1, 2]).unwrap();
+    let follower = 3 - leader;
+    java.reassign(&own.bootstrap(), &topic, 1, &[0]).unwrap();
+    let write = |partition: i32, n: usize, tag: &str| {
+        let lines: Vec<ProduceLine> = (0..n).map(|i| record(partition, i, tag).into()).collect();
+        java.produce(&own.bootstrap(), &topic, &ProduceOptions::default(), &lines).unwrap();
+    };
+    write(0, 10, "replicated");
+    write(1, 10, "other");
+
+    let proxy = ProxyProcess::start(&destination().bootstrap(), &unique_name("__unclean_state"), "");
+    let config = properties_file(&format!("bootstrap.servers={}\n", own.relayed_bootstrap().unwrap()));
+    let mirror = unique_name("unclean");
+    let created = poll_until(Duration::from_secs(60), || async {
+        let (ok, _, _) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--create", "--mirror", &mirror, "--mirror-config", &config]).await;
+        ok.then_some(())
+    })
+    .await;
+    assert!(created.is_some(), "kafka-mirrors --create");
+    let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--add", "--mirror", &mirror, "--topic", &topic]).await;
+    assert!(ok, "{err}");
+    let (s, d) = (client(&own.bootstrap()).await, client(&destination().bootstrap()).await);
+    let copied_to = |ends: [i64; 2]| {
+        let (d, mirror, proxy) = (&d, &mirror, &proxy);
+        let topic = &topic;
+        async move {
+            poll_until(Duration::from_secs(120), || async {
+                let rows = describe(&proxy.bootstrap, mirror).await?;
+                let at = d.list_offsets(topic, &[0, 1], OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.ok()?;
+                (rows.len() == 2 && rows.iter().all(|r| r["state"] == "MIRRORING") && at[&0] == ends[0] && at[&1] == ends[1]).then_some(())
+            })
+            .await
+            .unwrap_or_else(|| panic!("not copied to {ends:?}"));
+        }
+    };
+    copied_to([10, 10]).await;
+
+    // The follower leaves (a controlled shutdown takes it out of the ISR at once); the leader alone
+    // takes 20 records, and the mirror copies them.
+    blocking({
+        let own = Arc::clone(&own);
+        move || own.stop_broker(follower).unwrap()
+    })
+    .await;
+    write(0, 20, "leader-only");
+    copied_to([30, 10]).await;
+
+    // Cut off from the source, the mirror misses the leader's death, the unclean election of the
+    // stale follower and 25 new records on it.
+    relay.cut();
+    blocking({
+        let own = Arc::clone(&own);
+        move || {
+            own.kill_broker(leader).unwrap();
+            own.start_broker(follower).unwrap();
+        }
+    })
+    .await;
+    let elected = poll_until(Duration::from_secs(60), || async {
+        let p0 = blocking({
+            let (own, topic) = (Arc::clone(&own), topic.clone());
+            move || java_client().describe_topic(&own.bootstrap(), &topic).ok().map(|t| t.partitions[0].clone())
+        })
+        .await?;
+        (p0.leader == follower).then_some(())
+    })
+    .await;
+    assert!(elected.is_some(), "the stale follower {follower} was not elected leader of partition 0");
+    write(0, 25, "rewritten");
+    let source_end = s.list_offsets(&topic, &[0], OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.unwrap()[&0];
+    assert_eq!(source_end, 35, "the source's partition 0: the follower's 10 records and 25 new ones");
+    relay.heal();
+
+    let reason = poll_until(Duration::from_secs(120), || async {
+        let rows = describe(&proxy.bootstrap, &mirror).await?;
+        let p0 = rows.iter().find(|r| r["partition"] == 0)?;
+        (p0["state"] == "FAILED").then(|| p0["errorMessage"].as_str().unwrap_or_default().to_owned())
+    })
+    .await
+    .expect("partition 0 goes FAILED");
+    eprintln!("[fault-src-unclean] partition 0: {reason}");
+    assert!(reason.contains("leader epoch") && reason.contains("unclean"), "the reason says what happened: {reason}");
+    let ends = d.list_offsets(&topic, &[0], OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.unwrap();
+    assert_eq!(ends[&0], 30, "nothing of the rewritten source log was copied");
+    // The other partition goes on.
+    write(1, 5, "after");
+    let on = poll_until(Duration::from_secs(60), || async {
+        let rows = describe(&proxy.bootstrap, &mirror).await?;
+        let at = d.list_offsets(&topic, &[1], OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.ok()?;
+        (rows.iter().any(|r| r["partition"] == 1 && r["state"] == "MIRRORING") && at[&1] == 15).then_some(())
+    })
+    .await;
+    assert!(on.is_some(), "partition 1 stopped mirroring: {:?}", describe(&proxy.bootstrap, &mirror).await);
+}
+
 /// One record batch of a broker's log, as read from its segment files.
 #[derive(Clone, Debug)]
 struct DiskBatch {

@@ -120,6 +120,11 @@ struct Registration {
     identity: Identity,
     /// The offset the next fetch asks for: where the last message handed over ended.
     fetch_offset: i64,
+    /// The source leader epoch of the last batch handed over (-1: none yet in this registration).
+    /// Every fetch names it, and the broker answers with a diverging epoch if its log no longer
+    /// continues that batch (truncated below `fetch_offset` and rewritten, as an unclean leader
+    /// election does): the copy then holds records the source lost, and the partition fails.
+    last_epoch: i32,
     inbox: mpsc::Sender<Fetched>,
     status: StatusHandle,
     owner: Option<LoopId>,
@@ -235,6 +240,7 @@ impl SourceFetcher {
             id,
             identity,
             fetch_offset: offset,
+            last_epoch: -1,
             inbox: tx,
             status,
             owner: None,

@@ -3,6 +3,7 @@
 //!
 //! | the answer | means |
 //! |---|---|
+//! | a diverging epoch | [`Read::Diverged`]: the source's log no longer continues the batch read last before the offset (truncated below it and rewritten: an unclean leader election) |
 //! | complete batches | [`Read::Data`]: those batches (a cut-off last batch is fetched again from where they end) |
 //! | no batch, offset at the source's end | [`Read::CaughtUp`] |
 //! | no batch, the source's end beyond the offset | [`Read::EmptyBelow`]: perhaps a range without batches (compacted away): confirmed by a fetch of the partition alone before it is filled |
@@ -22,8 +23,12 @@ use crate::protocol::batch::{BatchError, RecordBatches};
 /// One partition's answer, interpreted.
 #[derive(Debug)]
 pub(crate) enum Read {
-    /// Complete batches and the offset after them.
-    Data { records: Bytes, next: i64 },
+    /// Complete batches, the offset after them, and the leader epoch of the last one (the source's
+    /// epoch when it appended it: what the next fetch asks the broker to check its log against).
+    Data { records: Bytes, next: i64, last_epoch: i32 },
+    /// The broker's log does not continue the last fetched epoch: that epoch (or the largest one
+    /// it has below it) ends at `end_offset`, before the fetch offset.
+    Diverged { epoch: i32, end_offset: i64 },
     /// At the source's end.
     CaughtUp,
     /// No batch, though the source's end (`bound`) is beyond the offset.
@@ -67,17 +72,24 @@ pub(crate) fn read(p: &FetchedPartition, offset: i64, isolation: IsolationLevel)
         Some(code @ (ErrorCode::UnknownTopicId | ErrorCode::UnknownTopicOrPartition | ErrorCode::InconsistentTopicId)) => return Read::Unknown(code),
         Some(code) => return Read::Error(code),
     }
+    if let Some((epoch, end_offset)) = p.diverging_epoch {
+        return Read::Diverged { epoch, end_offset };
+    }
     let mut batches = RecordBatches::new(p.records.clone());
     let mut next = offset;
+    let mut last_epoch = -1;
     for batch in batches.by_ref() {
         match batch {
-            Ok(b) => next = next.max(b.next_offset()),
+            Ok(b) => {
+                next = next.max(b.next_offset());
+                last_epoch = b.partition_leader_epoch();
+            }
             Err(source) => return Read::Corrupt { offset: next, source },
         }
     }
     let complete = p.records.len() - batches.remaining_partial();
     if next > offset {
-        return Read::Data { records: p.records.slice(..complete), next };
+        return Read::Data { records: p.records.slice(..complete), next, last_epoch };
     }
     if complete == 0 && !p.records.is_empty() {
         return Read::CutOff;
@@ -92,7 +104,16 @@ mod tests {
     use crate::protocol::batch::{BatchBuilder, Record};
 
     fn batch(base: i64, n: usize) -> Bytes {
-        BatchBuilder::new().with_base_offset(base).with_records((0..n).map(|_| Record { value: Some("v".into()), ..Record::default() })).build().unwrap()
+        epoch_batch(base, n, 0)
+    }
+
+    fn epoch_batch(base: i64, n: usize, epoch: i32) -> Bytes {
+        BatchBuilder::new()
+            .with_base_offset(base)
+            .with_partition_leader_epoch(epoch)
+            .with_records((0..n).map(|_| Record { value: Some("v".into()), ..Record::default() }))
+            .build()
+            .unwrap()
     }
 
     fn answer(records: Bytes, hw: i64, lso: i64) -> FetchedPartition {
@@ -105,6 +126,7 @@ mod tests {
             log_start_offset: 0,
             aborted_transactions: vec![],
             records,
+            diverging_epoch: None,
         }
     }
 
@@ -113,11 +135,19 @@ mod tests {
         let two: Vec<u8> = [batch(10, 3), batch(13, 2)].concat();
         let cut = Bytes::from([two.clone(), batch(15, 4).slice(..20).to_vec()].concat());
         assert!(
-            matches!(read(&answer(cut.clone(), 19, 19), 10, IsolationLevel::ReadCommitted), Read::Data { records, next: 15 } if records == cut.slice(..two.len()))
+            matches!(read(&answer(cut.clone(), 19, 19), 10, IsolationLevel::ReadCommitted), Read::Data { records, next: 15, .. } if records == cut.slice(..two.len()))
         );
         // A batch starting before the offset (resuming inside it) still moves the offset on.
-        assert!(matches!(read(&answer(batch(8, 4), 12, 12), 10, IsolationLevel::ReadCommitted), Read::Data { records, next: 12 } if records == batch(8, 4)));
+        assert!(
+            matches!(read(&answer(batch(8, 4), 12, 12), 10, IsolationLevel::ReadCommitted), Read::Data { records, next: 12, .. } if records == batch(8, 4))
+        );
         assert!(matches!(read(&answer(Bytes::new(), 10, 10), 10, IsolationLevel::ReadCommitted), Read::CaughtUp));
+        // The epoch to check the next fetch against is the last batch's.
+        let epochs = Bytes::from([epoch_batch(10, 2, 3), epoch_batch(12, 2, 5)].concat());
+        assert!(matches!(read(&answer(epochs, 14, 14), 10, IsolationLevel::ReadCommitted), Read::Data { next: 14, last_epoch: 5, .. }));
+        // A diverging epoch says the log was rewritten below the offset, whatever else is there.
+        let diverged = FetchedPartition { diverging_epoch: Some((4, 7)), ..answer(Bytes::new(), 20, 20) };
+        assert!(matches!(read(&diverged, 10, IsolationLevel::ReadCommitted), Read::Diverged { epoch: 4, end_offset: 7 }));
         // read_committed: the end is the LSO, not the high watermark.
         assert!(matches!(read(&answer(Bytes::new(), 20, 10), 10, IsolationLevel::ReadCommitted), Read::CaughtUp));
         assert!(matches!(read(&answer(Bytes::new(), 20, 10), 10, IsolationLevel::ReadUncommitted), Read::EmptyBelow { bound: 20 }));

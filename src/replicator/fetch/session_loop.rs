@@ -172,7 +172,7 @@ impl FetchLoop {
                     } else if reg.paused {
                         self.session.remove(&key.0, key.1);
                     } else {
-                        self.session.set(&key.0, reg.identity.topic_id, key.1, reg.fetch_offset, partition_max);
+                        self.session.set(&key.0, reg.identity.topic_id, key.1, reg.fetch_offset, reg.last_epoch, partition_max);
                     }
                 }
                 _ => self.session.remove(&key.0, key.1),
@@ -186,16 +186,16 @@ impl FetchLoop {
     /// Fetches `key` on its own (the broker then returns its first batch whole). False if the
     /// connection failed (the loop has backed off and given its partitions back).
     async fn fetch_alone(&mut self, key: &Key) -> bool {
-        let offset = {
+        let (offset, last_epoch) = {
             let table = lock(&self.shared.table);
             match table.partitions.get(key) {
-                Some(reg) if reg.owner == Some(self.id) && reg.solo => reg.fetch_offset,
+                Some(reg) if reg.owner == Some(self.id) && reg.solo => (reg.fetch_offset, reg.last_epoch),
                 _ => return true,
             }
         };
         let config = &self.shared.config;
         let max = config.fetch_max_bytes.max(config.partition_fetch_bytes);
-        let spec = FetchSpec::single(&key.0, key.1, offset, config.isolation, max);
+        let spec = FetchSpec::single(&key.0, key.1, offset, config.isolation, max).after_epoch(last_epoch);
         let client = self.shared.clients[self.id.index].clone();
         let sent = Instant::now();
         let result = tokio::select! {
@@ -295,7 +295,13 @@ impl FetchLoop {
                 }
             };
             match outcome {
-                Read::Data { records, next } => Next::Deliver(id, Message::Data { records, next }),
+                Read::Data { records, next, last_epoch } => Next::Deliver(id, Message::Data { records, next, last_epoch }),
+                Read::Diverged { epoch, end_offset } => {
+                    let detail = diverged(reg.last_epoch, offset, epoch, end_offset);
+                    warn!(topic = %key.0, partition = key.1, epoch, end_offset, offset, "the source log diverged from the copy");
+                    table.end(&key, Fetched::Failed(ReplicationError::Divergence { offset: end_offset, detail }));
+                    return;
+                }
                 Read::CaughtUp => {
                     reg.empty_at = None;
                     reg.errors = 0;
@@ -387,15 +393,21 @@ impl FetchLoop {
                 return;
             };
             let held = Held { shared: self.shared.clone(), key: key.clone(), id: registration, bytes, _permit: permit };
-            let (fetched, next) = match message {
-                Message::Data { records, next } => (Fetched::Data { offset, records, next, log_start_offset: p.log_start_offset, held }, next),
-                Message::Gap { to } => (Fetched::Gap { from: offset, to, log_start_offset: p.log_start_offset, held }, to),
+            let (fetched, next, epoch) = match message {
+                Message::Data { records, next, last_epoch } => {
+                    (Fetched::Data { offset, records, next, log_start_offset: p.log_start_offset, held }, next, last_epoch)
+                }
+                // Past a range without batches the last epoch says nothing of where the source's
+                // log is now (the range may span epochs whose batches were all cleaned away): not
+                // checked until the next batch.
+                Message::Gap { to } => (Fetched::Gap { from: offset, to, log_start_offset: p.log_start_offset, held }, to, -1),
             };
             match reg.inbox.try_send(fetched) {
                 Ok(()) => {
                     reg.held_bytes += bytes;
                     reg.held_messages += 1;
                     reg.fetch_offset = next;
+                    reg.last_epoch = epoch;
                     reg.errors = 0;
                     reg.empty_at = None;
                     if alone {
@@ -431,8 +443,21 @@ enum Next {
 
 /// What a delivery hands over, once memory is reserved.
 enum Message {
-    Data { records: bytes::Bytes, next: i64 },
+    Data { records: bytes::Bytes, next: i64, last_epoch: i32 },
     Gap { to: i64 },
+}
+
+/// Why a partition fails when the source answers a fetch at `offset` (after a batch of leader epoch
+/// `last_epoch`) with the diverging epoch `(epoch, end_offset)`.
+fn diverged(last_epoch: i32, offset: i64, epoch: i32, end_offset: i64) -> String {
+    let source = if epoch == last_epoch {
+        format!("on the source that epoch ends at offset {end_offset}")
+    } else {
+        format!("the source has no epoch {last_epoch}: its epoch {epoch} before it ends at offset {end_offset}")
+    };
+    format!(
+        "the source log no longer holds what was copied: the copy holds records of source leader epoch {last_epoch} up to offset {offset}, but {source} and other records follow (the source truncated records below its high watermark: an unclean leader election?)"
+    )
 }
 
 /// The pause after the `errors`-th partition error in a row: the backoff schedule without jitter.

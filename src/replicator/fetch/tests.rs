@@ -35,6 +35,7 @@ fn owned(shared: &Arc<Shared>, key: &Key, id: u64) -> mpsc::Receiver<Fetched> {
             id,
             identity: Identity { topic_id: Uuid::nil(), cluster_id: String::new() },
             fetch_offset: 0,
+            last_epoch: -1,
             inbox: tx,
             status: StatusHandle::detached(&key.0, key.1),
             owner: Some(LOOP),
