@@ -34,42 +34,29 @@ def query(base, expr):
         return json.load(e)
 
 
-def wait_for_scrapes(base):
-    """Until the proxy has been scraped for a while: rate() needs two samples, the rules a few evaluations."""
+def wait_for_samples(base, metric, samples):
+    """Until every series of `metric` has `samples` scrapes in the last minute: rate() needs two,
+    the alert rules a few evaluations."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            answer = query(base, 'count_over_time(up{job="kafka-mirror-proxy"}[1m])')
-            samples = answer["data"]["result"]
-            if samples and float(samples[0]["value"][1]) >= 5:
+            series = query(base, f"count_over_time({metric}[1m])")["data"]["result"]
+            if series and min(float(s["value"][1]) for s in series) >= samples:
                 return
         except OSError:
             pass  # Prometheus still starting
         time.sleep(0.5)
-    sys.exit("FAIL: Prometheus did not scrape the proxy 5 times within 60 s")
-
-
-def wait_for_series(base, metric):
-    """Until two scrapes hold the metric, so that what is copied next shows as a rate."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            samples = query(base, f"count_over_time({metric}[1m])")["data"]["result"]
-            if samples and min(float(s["value"][1]) for s in samples) >= 2:
-                return
-        except OSError:
-            pass  # Prometheus still starting
-        time.sleep(0.5)
-    sys.exit(f"FAIL: Prometheus did not scrape {metric} twice within 60 s")
+    sys.exit(f"FAIL: Prometheus did not scrape {metric} {samples} times within 60 s")
 
 
 def main():
     base = sys.argv[1].rstrip("/")
     if sys.argv[2] == "--wait-series":
-        wait_for_series(base, sys.argv[3])
+        # So that what is copied next shows as a rate.
+        wait_for_samples(base, sys.argv[3], 2)
         return
     dashboard_path = sys.argv[2]
-    wait_for_scrapes(base)
+    wait_for_samples(base, 'up{job="kafka-mirror-proxy"}', 5)
     dashboard = json.load(open(dashboard_path))
     failures = []
     exprs = [(panel["title"], target["expr"]) for panel in dashboard["panels"] for target in panel.get("targets", [])]

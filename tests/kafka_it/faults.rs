@@ -35,6 +35,22 @@ struct Seen {
     staleness_peak: f64,
 }
 
+/// Creates a mirror (named after `prefix`) of the cluster at `source` with the extra `settings`
+/// through `proxy` (once it serves), adds `topic` to it, and returns the mirror's name.
+async fn mirror_topic(proxy: &ProxyProcess, prefix: &str, source: &str, settings: &str, topic: &str) -> String {
+    let config = properties_file(&format!("bootstrap.servers={source}\n{settings}"));
+    let mirror = unique_name(prefix);
+    let created = poll_until(Duration::from_secs(60), || async {
+        let (ok, _, _) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--create", "--mirror", &mirror, "--mirror-config", &config]).await;
+        ok.then_some(())
+    })
+    .await;
+    assert!(created.is_some(), "kafka-mirrors --create");
+    let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--add", "--mirror", &mirror, "--topic", topic]).await;
+    assert!(ok, "{err}");
+    mirror
+}
+
 /// Which link the relay sits on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Link {
@@ -82,16 +98,7 @@ impl Case {
         };
         let (replication, min_isr) = if link == Link::Source && brokers >= 3 { (3, "2") } else { (1, "1") };
         java_client().create_topic(&src, &topic, PARTITIONS, replication, &[("min.insync.replicas", min_isr)]).unwrap();
-        let config = properties_file(&format!("bootstrap.servers={src_bootstrap}\n{mirror_settings}"));
-        let mirror = unique_name("faulted");
-        let created = poll_until(Duration::from_secs(60), || async {
-            let (ok, _, _) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--create", "--mirror", &mirror, "--mirror-config", &config]).await;
-            ok.then_some(())
-        })
-        .await;
-        assert!(created.is_some(), "kafka-mirrors --create");
-        let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--add", "--mirror", &mirror, "--topic", &topic]).await;
-        assert!(ok, "{err}");
+        let mirror = mirror_topic(&proxy, "faulted", &src_bootstrap, mirror_settings, &topic).await;
         let case = Self { name: name.to_owned(), own, relay, proxy, mirror, topic, link };
         let lines: Vec<ProduceLine> = (0..30).map(|i| record(i % PARTITIONS, i as usize, "before").into()).collect();
         java_client().produce(&case.source_bootstrap(), &case.topic, &ProduceOptions::default(), &lines).unwrap();
@@ -552,16 +559,7 @@ async fn an_unclean_leader_election_on_the_source_fails_the_partition() {
     write(1, 10, "other");
 
     let proxy = ProxyProcess::start(&destination().bootstrap(), &unique_name("__unclean_state"), "");
-    let config = properties_file(&format!("bootstrap.servers={}\n", own.relayed_bootstrap().unwrap()));
-    let mirror = unique_name("unclean");
-    let created = poll_until(Duration::from_secs(60), || async {
-        let (ok, _, _) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--create", "--mirror", &mirror, "--mirror-config", &config]).await;
-        ok.then_some(())
-    })
-    .await;
-    assert!(created.is_some(), "kafka-mirrors --create");
-    let (ok, _, err) = cli_async(&["--bootstrap-server", &proxy.bootstrap, "--add", "--mirror", &mirror, "--topic", &topic]).await;
-    assert!(ok, "{err}");
+    let mirror = mirror_topic(&proxy, "unclean", &own.relayed_bootstrap().unwrap(), "", &topic).await;
     let (s, d) = (client(&own.bootstrap()).await, client(&destination().bootstrap()).await);
     let copied_to = |ends: [i64; 2]| {
         let (d, mirror, proxy) = (&d, &mirror, &proxy);
