@@ -230,7 +230,7 @@ def main():
     lines.append("")
     lines.append("Lag while a producer writes to the source (offset lag: sum over partitions of source end offset minus"
                  " destination end offset; catch-up delay: time until the destination holds everything the source held"
-                 " at a sample; probe every 50 ms):")
+                 f" at a sample; probe every {os.environ.get('PROBE_MS', '50')} ms):")
     lines.append("")
     lines.append("| run: topic | source records/s | offset lag p50 / p99 / max (records) | catch-up delay p50 / p99 / max (ms) | samples never caught up | cores busy: copier / brokers / everything else |")
     lines.append("|---|---|---|---|---|---|")

@@ -24,6 +24,9 @@
 #   MM2_TASKS [min(PARTITIONS, 12)]  MirrorMaker 2's tasks.max (one consumer and producer each; more
 #                              than the cores can run only adds overhead on this machine)
 #   BENCH_LAG [1]              0: skip the lag phases (they need both the replicator and mm2)
+#   BENCH_WARMUP_RECORDS [500000]  records written to every fresh destination (topic `warmup`) and read
+#                              from the source once before anything is measured, so that the brokers'
+#                              JIT compilation is done (0: cold brokers, the method before 2026-12-07)
 #   BENCH_REV [HEAD]           commit of this repository whose replicator is built (git archive, so
 #                              uncommitted edits in the working tree are not measured)
 #   REPLICATE_BIN              use this replicate binary instead of building one
@@ -35,8 +38,16 @@
 #   BENCH_OUT [target/bench-replicator/<date>]   results (kept)
 #   BENCH_TIMEOUT [7200]       hard bound on the whole script, seconds
 #   BROKER_JVM_OPTS            default: Kafka's own (kafka-run-class.sh: 1 GiB heap, G1)
-#   BENCH_PERF [0]             1: `perf record -g` the replicator during its first bulk copy
+#   BENCH_PERF [0]             1: `perf record -g` the replicator and the proxy during their first bulk copy
 #                              (RUN_DIR/perf-report.txt)
+#   PROBE_MS [50; 500 above 100 partitions]  interval of the end-offset probe (ListOffsets of every
+#                              partition on both clusters): at 1,000 partitions every 50 ms it is
+#                              a load on the brokers of its own, shared by every copier
+#   BENCH_READ_AHEAD_KB        set the read-ahead of the disk under BENCH_DIR to this (root; it
+#                              stays set after the run); the run logs it either way, see below
+#   BENCH_PROFILE [0]          1: per-thread CPU of both brokers during each copier's first bulk copy
+#                              (RUN_DIR/broker-profile.md); jfr: and a JFR recording of each (starting
+#                              JFR costs the brokers CPU itself: bytecode instrumentation, recompiles)
 #
 # Clusters are started here rather than with `kafka-harness up`: the harness's broker JVM options
 # (C1 only, serial GC, 512 MiB heap) are tuned for test start-up, not throughput. Same jars and
@@ -65,6 +76,9 @@ BENCH_REPEAT=${BENCH_REPEAT:-3}
 BENCH_KINDS=${BENCH_KINDS:-"replicator proxy mm2 raw"}
 MM2_TASKS=${MM2_TASKS:-$((PARTITIONS < 12 ? PARTITIONS : 12))}
 BENCH_LAG=${BENCH_LAG:-1}
+BENCH_WARMUP_RECORDS=${BENCH_WARMUP_RECORDS:-500000}
+BENCH_PROFILE=${BENCH_PROFILE:-0}
+export PROBE_MS=${PROBE_MS:-$((PARTITIONS > 100 ? 500 : 50))}
 BENCH_REV=${BENCH_REV:-HEAD}
 KAFKA_VERSION=${KAFKA_VERSION:-4.4.0}
 MM2_VERSION=${MM2_VERSION:-4.3.1}
@@ -138,6 +152,21 @@ mkdir -p "$BENCH_DIR" "$BENCH_OUT"
 spawn bash -c 'sleep "$1"; echo "benchmark timed out after $1 s" >&2; kill -TERM "$2"' watchdog "$BENCH_TIMEOUT" $$
 
 log "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); results in $BENCH_OUT"
+# The read-ahead of the disk under the brokers' logs. Kafka's index files are sparse and mmapped:
+# each first touch of an index page faults, and the kernel zero-fills the whole read-ahead window.
+# This VM's disk came with 8 MiB (Linux's default is 128 KiB): at 1,000 partitions the brokers then
+# spent about half their CPU in that memset and took 22.6 MB/s from ProducerPerformance instead of
+# 71.8 at 128 KiB (2026-12-07, BENCHMARKS.md). BENCH_READ_AHEAD_KB sets it for the run (root).
+ra_dev=$(lsblk -no PKNAME "$(df --output=source "$BENCH_DIR" | tail -1)" 2>/dev/null || true)
+[[ -n $ra_dev ]] || ra_dev=$(basename "$(df --output=source "$BENCH_DIR" | tail -1)")
+ra_file=/sys/block/$ra_dev/queue/read_ahead_kb
+if [[ -r $ra_file ]]; then
+    if [[ -n ${BENCH_READ_AHEAD_KB:-} ]]; then
+        echo "$BENCH_READ_AHEAD_KB" > "$ra_file" || die "cannot set $ra_file"
+    fi
+    log "read-ahead of $ra_dev (the brokers' disk): $(cat "$ra_file") KiB"
+    (($(cat "$ra_file") > 512)) && log "WARNING: a read-ahead above 512 KiB makes the brokers' index page faults expensive; BENCH_READ_AHEAD_KB=128 sets Linux's default"
+fi
 [[ -d $LIBS ]] || (cd "$ROOT" && cargo run -q -p kafka-harness -- provision --version "$KAFKA_VERSION") || die "no Kafka jars in $LIBS"
 if [[ ! -f $MM2_LIBS/connect-mirror-$MM2_VERSION.jar ]]; then
     log "fetching MirrorMaker 2 $MM2_VERSION from Maven Central"
@@ -284,7 +313,7 @@ produce() {
 start_probe() {
     local run_dir=$1 dest=$2; shift 2
     spawn java $CLIENT_JVM_OPTS -Xmx256m -Dlog4j2.configurationFile="$BENCH_DIR/log4j2-tools.properties" \
-        -cp "$LIBS/*" "$HERE/OffsetProbe.java" "$SOURCE" "$dest" 50 "$run_dir/probe.txt" "$@" \
+        -cp "$LIBS/*" "$HERE/OffsetProbe.java" "$SOURCE" "$dest" "$PROBE_MS" "$run_dir/probe.txt" "$@" \
         > "$run_dir/probe.log" 2>&1
     PROBE_PID=$SPAWNED
     for _ in $(seq 600); do
@@ -390,6 +419,21 @@ for t in bench $LAG_TOPICS; do create_topic "$SOURCE" "$t"; done
 produce "$SOURCE" bench "$RECORDS" -1 "$BENCH_OUT/fill-producer.txt"
 wait "$SPAWNED" || die "filling the source: $(tail -5 "$BENCH_OUT/fill-producer.txt")"
 log "source filled: $(grep 'records sent' "$BENCH_OUT/fill-producer.txt" | tail -1)"
+# ProducerPerformance counts only acknowledged records; at 1,000 partitions some fills timed out a
+# few batches (2026-12-07: 976,439 of 976,562), and waiting for records that are not there never ends.
+sent=$(grep -o '^[0-9]* records sent' "$BENCH_OUT/fill-producer.txt" | tail -1 | cut -d' ' -f1)
+if ((sent < RECORDS)); then
+    log "WARNING: the source holds $sent of $RECORDS records (the fill's errors: $(grep -c Exception "$BENCH_OUT/fill-producer.txt")); every copy is measured on $sent"
+    RECORDS=$sent
+fi
+if ((BENCH_WARMUP_RECORDS > 0)); then
+    # The source's fetch path, compiled before the first copier reads (see warm_up_destination).
+    # shellcheck disable=SC2086
+    java_tool org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$SOURCE" --topic bench \
+        --num-records "$BENCH_WARMUP_RECORDS" --timeout 60000 --group "bench-warmup-$$" \
+        --command-property $CONSUMER_PROPS > "$BENCH_OUT/warmup-consumer.txt" 2>&1 \
+        || die "warming up the source: $(tail -5 "$BENCH_OUT/warmup-consumer.txt")"
+fi
 cat "$BENCH_DIR"/source/data/bench-*/*.log | wc -c | awk '{printf "source topic on disk (lz4 batches): %.0f MB\n", $1/1e6}' | tee "$BENCH_OUT/source-size.txt" >&2
 
 # ---------------------------------------------------------------------------------------------
@@ -478,7 +522,20 @@ stop_copier() {
     fi
 }
 
-# begin_run NAME: a fresh destination cluster, the probe on TOPICS, the CPU sampler. Sets RUN_DIR,
+# warm_up_destination RUN_DIR: BENCH_WARMUP_RECORDS records into a topic of its own on the fresh
+# destination (ProducerPerformance, the shared producer settings), so that the broker's produce path
+# (request parsing, lz4 validation, log append) is compiled before a copier is measured, as in a
+# destination that has been running for a while. Without it the JIT compiler threads took 0.66 of the
+# brokers' 1.5 busy cores during a 2 GB copy by the proxy (BENCHMARKS.md, BENCH_PROFILE=1).
+warm_up_destination() {
+    ((BENCH_WARMUP_RECORDS > 0)) || return 0
+    java_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$DEST" --create --topic warmup \
+        --partitions 12 --replication-factor 1 > /dev/null || die "creating the warm-up topic"
+    produce "$DEST" warmup "$BENCH_WARMUP_RECORDS" -1 "$1/warmup-producer.txt"
+    wait "$SPAWNED" || die "warming up the destination: $(tail -5 "$1/warmup-producer.txt")"
+}
+
+# begin_run NAME: a fresh destination cluster (warmed up), the probe on TOPICS, the CPU sampler. Sets RUN_DIR,
 # DEST, DEST_PID, DEST_JMX, PROBE_PID, SAMPLER_PID.
 begin_run() {
     local name=$1; shift
@@ -486,6 +543,7 @@ begin_run() {
     mkdir -p "$RUN_DIR"
     start_cluster "dest-$name" transaction.partition.verification.enable=false
     DEST=$BOOTSTRAP DEST_PID=$BROKER_PID DEST_JMX=$BROKER_JMX
+    warm_up_destination "$RUN_DIR"
     start_probe "$RUN_DIR" "$DEST" "$@"
     start_cpu_sampler "$RUN_DIR"
     track "$RUN_DIR" source_broker "$SOURCE_PID"; track "$RUN_DIR" dest_broker "$DEST_PID"; track "$RUN_DIR" probe "$PROBE_PID"
@@ -500,6 +558,35 @@ end_run() { # name topic...
 
 declare -A RATE   # highest steady records/s per copier kind
 
+# profile_brokers start|stop RUN_DIR: per-thread CPU (threads.py) of both brokers between start and
+# stop, and with BENCH_PROFILE=jfr a JFR recording; the report is RUN_DIR/broker-profile.md.
+profile_brokers() {
+    local what=$1 run_dir=$2 side pid
+    for side in source dest; do
+        pid=$([[ $side == source ]] && echo "$SOURCE_PID" || echo "$DEST_PID")
+        if [[ $what == start ]]; then
+            PROFILE_T0=$(now_ms)
+            python3 "$HERE/threads.py" snap "$pid" "$run_dir/threads-$side-0.json"
+            [[ $BENCH_PROFILE == jfr ]] && jcmd "$pid" JFR.start name=bench settings=profile filename="$run_dir/$side.jfr" > /dev/null
+        else
+            python3 "$HERE/threads.py" snap "$pid" "$run_dir/threads-$side-1.json"
+            [[ $BENCH_PROFILE == jfr ]] && jcmd "$pid" JFR.stop name=bench > /dev/null
+        fi
+    done
+    [[ $what == stop ]] || return 0
+    local seconds
+    seconds=$(python3 -c "print(($(now_ms) - $PROFILE_T0) / 1000)")
+    for side in source dest; do
+        echo "## $side broker, $seconds s of the copy"
+        echo
+        python3 "$HERE/threads.py" diff "$run_dir/threads-$side-0.json" "$run_dir/threads-$side-1.json" "$seconds"
+        echo
+        [[ $BENCH_PROFILE == jfr ]] && python3 "$HERE/threads.py" jfr "$run_dir/$side.jfr"
+        echo
+    done > "$run_dir/broker-profile.md" 2>&1
+    log "  broker profile: $run_dir/broker-profile.md"
+}
+
 # run_bulk KIND NAME [IDLE_LAG_TOPIC]: copy bench into a fresh destination and measure; with
 # IDLE_LAG_TOPIC (replicator only), then a lag phase on that topic by the same copier, with the
 # bench partitions now idle.
@@ -513,12 +600,14 @@ run_bulk() {
     start_copier "$kind" "$RUN_DIR" "$DEST" "${topics[@]}"
     local copier=$COPIER_PID perf=""
     track "$RUN_DIR" copier "$copier"
-    if [[ ${BENCH_PERF:-0} == 1 && $name == replicator-1 ]]; then
+    if [[ ${BENCH_PERF:-0} == 1 && $name == *-1 && $kind != mm2 ]]; then
         spawn perf record -q -F 999 -g -p "$copier" -o "$RUN_DIR/perf.data"
         perf=$SPAWNED
     fi
+    [[ $BENCH_PROFILE != 0 && $name == *-1 ]] && profile_brokers start "$RUN_DIR"
     wait_copied "$RUN_DIR" bench "$RECORDS" 3600 "$copier"
     event bulk_done "$RUN_DIR"
+    [[ $BENCH_PROFILE != 0 && $name == *-1 ]] && profile_brokers stop "$RUN_DIR"
     if [[ -n $perf ]]; then
         stop "$perf" INT
         { perf report -i "$RUN_DIR/perf.data" --stdio --no-children -g none --sort dso 2>/dev/null
