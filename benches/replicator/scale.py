@@ -383,6 +383,23 @@ def table(results):
     return "\n".join(rows)
 
 
+def log_read_ahead():
+    """Logs the read-ahead of the disk under the brokers' data (the temporary directory): above a few
+    hundred KiB every first touch of a Kafka index page zero-fills the whole window, which cost the
+    brokers half their CPU at 1,000 partitions on a VM with 8 MiB (BENCHMARKS.md, 2026-12-07).
+    `echo 128 > /sys/block/DEV/queue/read_ahead_kb` sets Linux's default."""
+    import subprocess
+    import tempfile
+    try:
+        source = subprocess.run(["df", "--output=source", tempfile.gettempdir()], capture_output=True, text=True).stdout.split()[-1]
+        parent = subprocess.run(["lsblk", "-no", "PKNAME", source], capture_output=True, text=True).stdout.strip()
+        dev = parent or os.path.basename(source)
+        kb = int(Path(f"/sys/block/{dev}/queue/read_ahead_kb").read_text())
+    except (OSError, ValueError, IndexError):
+        return
+    log(f"read-ahead of {dev} (the brokers' disk): {kb} KiB" + (" -- WARNING: above 512 KiB, index page faults are expensive" if kb > 512 else ""))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100,1000,10000")
@@ -411,6 +428,7 @@ def main():
     out_dir.mkdir(parents=True, exist_ok=True)
     commit = benchlib.run(["git", "rev-parse", "HEAD"]).strip()
     log(f"commit {commit}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; results in {out_dir}")
+    log_read_ahead()
     # SIGTERM (timeout, kill) ends the run through the `finally` below, which stops every cluster.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rng = random.Random(args.seed)
