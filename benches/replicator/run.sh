@@ -25,8 +25,9 @@
 #                              than the cores can run only adds overhead on this machine)
 #   BENCH_LAG [1]              0: skip the lag phases (they need both the replicator and mm2)
 #   BENCH_WARMUP_RECORDS [500000]  records written to every fresh destination (topic `warmup`) and read
-#                              from the source once before anything is measured, so that the brokers'
-#                              JIT compilation is done (0: cold brokers, the method before 2026-12-07)
+#                              from the source once before anything is measured, so that most of the
+#                              brokers' JIT compilation is done before (not all: the copiers' requests
+#                              take other paths; BENCHMARKS.md) (0: the method before 2026-12-07)
 #   BENCH_REV [HEAD]           commit of this repository whose replicator is built (git archive, so
 #                              uncommitted edits in the working tree are not measured)
 #   REPLICATE_BIN              use this replicate binary instead of building one
@@ -525,8 +526,9 @@ stop_copier() {
 # warm_up_destination RUN_DIR: BENCH_WARMUP_RECORDS records into a topic of its own on the fresh
 # destination (ProducerPerformance, the shared producer settings), so that the broker's produce path
 # (request parsing, lz4 validation, log append) is compiled before a copier is measured, as in a
-# destination that has been running for a while. Without it the JIT compiler threads took 0.66 of the
-# brokers' 1.5 busy cores during a 2 GB copy by the proxy (BENCHMARKS.md, BENCH_PROFILE=1).
+# destination that has been running for a while. Measured during a 2 GB copy by the proxy, the JIT
+# compiler threads took 0.66 of the brokers' 1.5 busy cores without it, and still 0.52 with it: the
+# copier's requests take paths and types the perf producer's do not (BENCHMARKS.md, BENCH_PROFILE=1).
 warm_up_destination() {
     ((BENCH_WARMUP_RECORDS > 0)) || return 0
     java_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$DEST" --create --topic warmup \
