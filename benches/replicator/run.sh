@@ -28,6 +28,9 @@
 #                              from the source once before anything is measured, so that most of the
 #                              brokers' JIT compilation is done before (not all: the copiers' requests
 #                              take other paths; BENCHMARKS.md) (0: the method before 2026-12-07)
+#   BENCH_WARMUP_COPY [0]      1: also, before each bulk copy, a copier of the same kind copies a topic
+#                              `warmup` (BENCH_WARMUP_RECORDS records, 12 partitions) into the fresh
+#                              destination and is stopped; the measured copier is a new process
 #   BENCH_REV [HEAD]           commit of this repository whose replicator is built (git archive, so
 #                              uncommitted edits in the working tree are not measured)
 #   REPLICATE_BIN              use this replicate binary instead of building one
@@ -78,6 +81,7 @@ BENCH_KINDS=${BENCH_KINDS:-"replicator proxy mm2 raw"}
 MM2_TASKS=${MM2_TASKS:-$((PARTITIONS < 12 ? PARTITIONS : 12))}
 BENCH_LAG=${BENCH_LAG:-1}
 BENCH_WARMUP_RECORDS=${BENCH_WARMUP_RECORDS:-500000}
+BENCH_WARMUP_COPY=${BENCH_WARMUP_COPY:-0}
 BENCH_PROFILE=${BENCH_PROFILE:-0}
 export PROBE_MS=${PROBE_MS:-$((PARTITIONS > 100 ? 500 : 50))}
 BENCH_REV=${BENCH_REV:-HEAD}
@@ -417,6 +421,12 @@ SOURCE_JMX=$BROKER_JMX
 LAG_TOPICS=""
 ((BENCH_LAG == 1)) && LAG_TOPICS="lag-replicator-idle lag-replicator-hi lag-replicator-lo lag-mm2-hi lag-mm2-lo"
 for t in bench $LAG_TOPICS; do create_topic "$SOURCE" "$t"; done
+if ((BENCH_WARMUP_COPY == 1)); then
+    java_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$SOURCE" --create --topic warmup \
+        --partitions 12 --replication-factor 1 > /dev/null || die "creating the source's warm-up topic"
+    produce "$SOURCE" warmup "$BENCH_WARMUP_RECORDS" -1 "$BENCH_OUT/fill-warmup.txt"
+    wait "$SPAWNED" || die "filling the warm-up topic: $(tail -5 "$BENCH_OUT/fill-warmup.txt")"
+fi
 produce "$SOURCE" bench "$RECORDS" -1 "$BENCH_OUT/fill-producer.txt"
 wait "$SPAWNED" || die "filling the source: $(tail -5 "$BENCH_OUT/fill-producer.txt")"
 log "source filled: $(grep 'records sent' "$BENCH_OUT/fill-producer.txt" | tail -1)"
@@ -461,10 +471,10 @@ start_copier() {
                 sleep 0.1
             done
             echo "bootstrap.servers=$SOURCE" > "$run_dir/mirror.properties"
-            "$MIRRORS_BIN" --bootstrap-server "127.0.0.1:$port" --create --mirror bench \
+            "$MIRRORS_BIN" --bootstrap-server "127.0.0.1:$port" --create --mirror "${MIRROR_NAME:-bench}" \
                 --mirror-config "$run_dir/mirror.properties" > /dev/null || die "kafka-mirrors --create"
             for t in "$@"; do
-                "$MIRRORS_BIN" --bootstrap-server "127.0.0.1:$port" --add --mirror bench --topic "$t" > /dev/null \
+                "$MIRRORS_BIN" --bootstrap-server "127.0.0.1:$port" --add --mirror "${MIRROR_NAME:-bench}" --topic "$t" > /dev/null \
                     || die "kafka-mirrors --add $t"
             done
             ;;
@@ -537,6 +547,33 @@ warm_up_destination() {
     wait "$SPAWNED" || die "warming up the destination: $(tail -5 "$1/warmup-producer.txt")"
 }
 
+# topic_total BOOTSTRAP TOPIC: the sum of the topic's end offsets.
+topic_total() {
+    java_tool org.apache.kafka.tools.GetOffsetShell --bootstrap-server "$1" --topic "$2" 2>/dev/null \
+        | awk -F: '{s += $NF} END {print s + 0}'
+}
+
+# warm_up_copier KIND: a copier of KIND (a process of its own, mirror `warmup` for the proxy) copies
+# the source's `warmup` topic into the fresh destination and is stopped once it has, before the
+# measured copier starts. The brokers then have compiled the paths this kind of copier's requests
+# take (ProducerPerformance's warm-up leaves them a third of the compilation: BENCHMARKS.md).
+warm_up_copier() {
+    local kind=$1 dir="$RUN_DIR/warmup" want have=0
+    mkdir -p "$dir"
+    want=$(topic_total "$SOURCE" warmup)
+    MIRROR_NAME=warmup start_copier "$kind" "$dir" "$DEST" warmup
+    local copier=$COPIER_PID deadline=$((SECONDS + 900))
+    while ((SECONDS < deadline)); do
+        have=$(topic_total "$DEST" warmup)
+        ((have >= want)) && break
+        kill -0 "$copier" 2>/dev/null || die "$kind warm-up copier exited"
+        sleep 1
+    done
+    ((have >= want)) || die "$kind warm-up copy incomplete after 900 s ($have of $want records)"
+    stop_copier "$kind" "$copier" "$dir"
+    log "  $kind warm-up: copied $want records of topic warmup"
+}
+
 # begin_run NAME: a fresh destination cluster (warmed up), the probe on TOPICS, the CPU sampler. Sets RUN_DIR,
 # DEST, DEST_PID, DEST_JMX, PROBE_PID, SAMPLER_PID.
 begin_run() {
@@ -597,6 +634,7 @@ run_bulk() {
     local topics=(bench)
     [[ -n $idle ]] && topics+=("$idle")
     begin_run "$name" "${topics[@]}"
+    ((BENCH_WARMUP_COPY == 1)) && warm_up_copier "$kind"
     jmx_snapshot "$RUN_DIR" bulk0 "$DEST_JMX"
     event copier_start "$RUN_DIR"
     start_copier "$kind" "$RUN_DIR" "$DEST" "${topics[@]}"
