@@ -295,9 +295,9 @@ scan_logs() {
     python3 "$HERE/logscan.py" "$BENCH_DIR/$cluster/data" "$@" > "$run_dir/logscan-$cluster.json"
 }
 
-create_topic() { # bootstrap topic
+create_topic() { # bootstrap topic [partitions, default PARTITIONS]
     java_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$1" --create --topic "$2" \
-        --partitions "$PARTITIONS" --replication-factor 1 > /dev/null || die "creating topic $2"
+        --partitions "${3:-$PARTITIONS}" --replication-factor 1 > /dev/null || die "creating topic $2"
 }
 
 # produce BOOTSTRAP TOPIC RECORDS THROUGHPUT OUTFILE: ProducerPerformance with the shared settings,
@@ -422,8 +422,7 @@ LAG_TOPICS=""
 ((BENCH_LAG == 1)) && LAG_TOPICS="lag-replicator-idle lag-replicator-hi lag-replicator-lo lag-mm2-hi lag-mm2-lo"
 for t in bench $LAG_TOPICS; do create_topic "$SOURCE" "$t"; done
 if ((BENCH_WARMUP_COPY == 1)); then
-    java_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$SOURCE" --create --topic warmup \
-        --partitions 12 --replication-factor 1 > /dev/null || die "creating the source's warm-up topic"
+    create_topic "$SOURCE" warmup 12
     produce "$SOURCE" warmup "$BENCH_WARMUP_RECORDS" -1 "$BENCH_OUT/fill-warmup.txt"
     wait "$SPAWNED" || die "filling the warm-up topic: $(tail -5 "$BENCH_OUT/fill-warmup.txt")"
 fi
@@ -541,8 +540,7 @@ stop_copier() {
 # copier's requests take paths and types the perf producer's do not (BENCHMARKS.md, BENCH_PROFILE=1).
 warm_up_destination() {
     ((BENCH_WARMUP_RECORDS > 0)) || return 0
-    java_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$DEST" --create --topic warmup \
-        --partitions 12 --replication-factor 1 > /dev/null || die "creating the warm-up topic"
+    create_topic "$DEST" warmup 12
     produce "$DEST" warmup "$BENCH_WARMUP_RECORDS" -1 "$1/warmup-producer.txt"
     wait "$SPAWNED" || die "warming up the destination: $(tail -5 "$1/warmup-producer.txt")"
 }
