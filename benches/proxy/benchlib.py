@@ -4,6 +4,7 @@ and socket helpers."""
 
 import functools
 import os
+import random
 import re
 import signal
 import socket
@@ -27,9 +28,20 @@ def logger(prefix):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range, checked by binding it: no outgoing
+    connection of another process can take it before a broker or proxy binds it, as one from bind(0)
+    could (a benchmark's destination broker once failed to start so)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+        low = int(f.read().split()[0])
+    for _ in range(1000):
+        port = random.randrange(10000, low) if low > 11000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def run(cmd, timeout=900):

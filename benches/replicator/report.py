@@ -168,6 +168,28 @@ def main():
             return None
         return c.get("machine_busy", 0) - sum(v for k, v in c.items() if not k.startswith("machine"))
 
+    def path_cost(e, with_copier):
+        """CPU-s per GB of one bulk copy's whole path, steady state: the brokers, everything else on the
+        machine and (with_copier) the copier itself."""
+        b = e["bulk"]
+        mb_s = b.get("steady_mb_s")
+        rest = others(b)
+        if not mb_s or rest is None:
+            return None
+        total = (cpu(b, "source_broker") or 0) + (cpu(b, "dest_broker") or 0) + rest / (mb_s / 1000)
+        return total + (cpu(b, "copier") or 0) if with_copier else total
+
+    def machine_ceiling(ours, mm2):
+        """The best throughput ratio against MM2 that any copier could reach on this machine: when every
+        run is CPU-bound, throughput is cores / CPU-s per GB, and a copier that costs nothing still pays
+        for the brokers (and the rest of the machine) under its own traffic."""
+        cores = os.cpu_count() or 1
+        if any(((e["bulk"].get("cores_busy_steady") or {}).get("machine_busy") or 0) < 0.9 * cores for e in ours + mm2):
+            return None  # a run that left cores idle was not CPU-bound; the bound does not apply
+        mine = median(path_cost(e, False) for e in ours)
+        theirs = median(path_cost(e, True) for e in mm2)
+        return {"ratio": theirs / mine, "mm2": theirs, "ours": mine} if mine and theirs else None
+
     lines = [f"{records:,} records x {size} B = {gb:.2f} GB of payload; replicator commit {commit}", ""]
     lines.append("Bulk copies (each into a fresh destination cluster):")
     lines.append("")
@@ -222,6 +244,13 @@ def main():
         lines.append(f"- product path (proxy binary, mirror made with kafka-mirrors) / MM2 throughput: {prx / mm2:.2f}x (target >= 5x);"
                      f" {fmt(prx)} MB/s ({spread(e['bulk']['steady_mb_s'] for e in bulk['proxy'])}), {fmt(prx_cpu, 2)} CPU-s/GB steady"
                      + (f", {prx_cpu / mm2_cpu:.3f} of MM2's CPU per GB" if prx_cpu and mm2_cpu else ""))
+    ceiling = machine_ceiling(bulk["proxy"] or bulk["replicator"], bulk["mm2"])
+    if ceiling:
+        lines.append(f"- ceiling of the ratio on this machine, for a copier that took no CPU at all: {ceiling['ratio']:.2f}x"
+                     f" (MM2's path {ceiling['mm2']:.1f} CPU-s/GB: copier + brokers + the rest; the brokers and the rest"
+                     f" under the proxy's copy {ceiling['ours']:.1f}). The brokers share the machine's cores with the"
+                     " copier, and both kinds are CPU-bound, so no copier can beat this ratio here.")
+        summary["medians"]["ratio_ceiling"] = ceiling["ratio"]
     if rep and raw:
         lines.append(f"- replicator / raw limit: {100 * rep / raw:.0f}% (target >= 70%)")
     if rep_cpu and mm2_cpu:

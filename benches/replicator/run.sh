@@ -214,7 +214,8 @@ done
 # ---------------------------------------------------------------------------------------------
 # Clusters: one combined broker+controller each, Kafka's default JVM settings.
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_port: a free loopback port below the kernel's ephemeral range (benches/proxy/benchlib.py).
+free_port() { python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import benchlib; print(benchlib.free_port())' "$ROOT/benches/proxy"; }
 
 # start_cluster NAME [KEY=VALUE...]: sets BOOTSTRAP and BROKER_PID.
 start_cluster() {
