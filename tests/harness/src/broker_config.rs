@@ -84,7 +84,7 @@ pub(crate) fn broker_properties(spec: &ClusterSpec, dist: &KafkaDist, nodes: &[N
         // Index files are preallocated sparse (10 MiB each by default) and mmapped; on a disk with a large
         // read-ahead (8 MiB on some VMs) every first touch of an index page zero-fills the whole window,
         // which at 1,000 partitions took half of a broker's CPU and ~12 GB of page cache. A 1 MiB index
-        // still holds 512 MiB of log per segment, more than any test writes.
+        // still covers 341 MiB of log per segment (the time index, 12-byte entries), more than any test writes.
         ("log.index.size.max.bytes".into(), "1048576".into()),
         // A killed broker is fenced (and loses leadership) after 4 s instead of 9 s.
         ("broker.heartbeat.interval.ms".into(), "500".into()),
