@@ -162,6 +162,10 @@ def main():
         c = (b or {}).get("cores_busy_steady") or {}
         return sum(c.get(k, 0) for k in keys) if c else None
 
+    def brokers_cost(b):
+        """The source and destination brokers' CPU-s per GB, steady state."""
+        return (cpu(b, "source_broker") or 0) + (cpu(b, "dest_broker") or 0)
+
     def others(b):
         c = (b or {}).get("cores_busy_steady")
         if not c:
@@ -176,15 +180,14 @@ def main():
         rest = others(b)
         if not mb_s or rest is None:
             return None
-        total = (cpu(b, "source_broker") or 0) + (cpu(b, "dest_broker") or 0) + rest / (mb_s / 1000)
+        total = brokers_cost(b) + rest / (mb_s / 1000)
         return total + (cpu(b, "copier") or 0) if with_copier else total
 
     def machine_ceiling(ours, mm2):
         """The best throughput ratio against MM2 that any copier could reach on this machine: when every
         run is CPU-bound, throughput is cores / CPU-s per GB, and a copier that costs nothing still pays
         for the brokers (and the rest of the machine) under its own traffic."""
-        cores = os.cpu_count() or 1
-        if any(((e["bulk"].get("cores_busy_steady") or {}).get("machine_busy") or 0) < 0.9 * cores for e in ours + mm2):
+        if any((cores(e["bulk"], "machine_busy") or 0) < 0.9 * os.cpu_count() for e in ours + mm2):
             return None  # a run that left cores idle was not CPU-bound; the bound does not apply
         mine = median(path_cost(e, False) for e in ours)
         theirs = median(path_cost(e, True) for e in mm2)
@@ -214,7 +217,7 @@ def main():
             copier_cores = cores(b, "copier")
             steady_cpu, whole_cpu = fmt(cpu(b, "copier")), fmt(cpu(b, "copier", "whole"))
             rss = fmt(e.get("rss_kib") / 1024, 0) if e.get("rss_kib") else "n/a"
-        brokers = (cpu(b, "source_broker") or 0) + (cpu(b, "dest_broker") or 0)
+        brokers = brokers_cost(b)
         lines.append(
             f"| {name} | {mbs} | {fmt(b.get('wall_mb_s'))} | {steady_cpu} | {whole_cpu} | {rss} | {fmt(brokers)}"
             f" | {fmt(copier_cores, 2)} / {fmt(cores(b, 'source_broker', 'dest_broker'), 2)} / {fmt(others(b), 2)} |")
